@@ -1,0 +1,3 @@
+"""evalpipe: experiment-tracked evaluation of retrieval systems."""
+
+__version__ = "0.1.0"

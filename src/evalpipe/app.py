@@ -1,0 +1,218 @@
+"""The Hydra task: config -> fixture + ranker -> per-case results -> metrics -> report and MLflow.
+
+Bad input exits with code 2 and one line naming what to fix; once cases have
+run, their results are written to the job's output directory before MLflow is
+touched, so a tracking failure never throws finished work away.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from evalpipe import __version__
+from evalpipe.errors import EvalpipeError
+from evalpipe.report import ReportRow, markdown_report, print_tables
+from evalpipe.results import CaseResult
+from evalpipe.runner import peak_memory_mb, prepare_ranker, run_cases
+from evalpipe.scoring import RunScores, flat_metrics, score_results
+from evalpipe.tokens import get_token_counter
+
+# Keys that change where/how a run is recorded, not what is measured.
+NON_MEASURING_KEYS = ("tracking", "run_name", "force", "progress", "sweep")
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Stop with one clear line on stderr (no traceback)."""
+    print(f"evalpipe: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def config_hash(cfg: Mapping[str, Any]) -> str:
+    """Identity of what a run measures; a sweep resumes by skipping hashes already FINISHED."""
+    measured = {k: v for k, v in cfg.items() if k not in NON_MEASURING_KEYS}
+    return hashlib.sha256(json.dumps(measured, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def hydra_context() -> tuple[str, list[str], Path | None]:
+    """(ranker choice, task overrides, output dir) of the current Hydra job, if any."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        hc = HydraConfig.get()
+    except Exception:
+        return "ranker", [], None
+    choice = str(hc.runtime.choices.get("ranker", "ranker"))
+    return choice, list(hc.overrides.task), Path(hc.runtime.output_dir)
+
+
+def default_run_name(ranker_choice: str, overrides: list[str]) -> str:
+    swept = [o.split("ranker.", 1)[1] for o in overrides if o.startswith("ranker.")]
+    return " ".join([ranker_choice, *swept])
+
+
+def case_table(results: list[CaseResult], scores: RunScores) -> dict[str, list[Any]]:
+    """Per-case results as columns (logged with mlflow.log_table; `evalpipe compare` reads it back)."""
+    table: dict[str, list[Any]] = {
+        "case_id": [r.case_id for r in results],
+        "tier": [r.tier for r in results],
+        "query": [r.query for r in results],
+        "expected": [json.dumps(dict(r.qrels)) for r in results],
+        "top": [json.dumps(r.ranked_ids) for r in results],
+        "first_rank": [int(x) for x in scores.first_rank],
+        "latency_us": [r.latency_us for r in results],
+        "tokens": [r.tokens for r in results],
+        "empty_result": [r.empty for r in results],
+        "error": [r.error or "" for r in results],
+    }
+    for name, values in sorted(scores.per_case.items()):
+        table[name] = [float(v) for v in values]
+    if any(x is not None for x in scores.rag_per_case):
+        for field in ("document_hit", "section_hit", "reciprocal_rank", "citation_validity"):
+            table[f"rag_{field}"] = [None if x is None else getattr(x, field) for x in scores.rag_per_case]
+    return table
+
+
+def misses_jsonl(scores: RunScores) -> str:
+    return "".join(json.dumps(m.__dict__, ensure_ascii=False) + "\n" for m in scores.misses)
+
+
+def evaluate(cfg: DictConfig) -> float:
+    """Run one evaluation and return `cfg.objective` (so sweepers can optimise it)."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+    from rich.console import Console
+    from rich.progress import track
+
+    console = Console()
+    err = Console(stderr=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(resolved, dict)
+    ks = list(cfg.ks)
+    if not ks or not all(isinstance(k, int) and k > 0 for k in ks):
+        fail(f"ks must be a non-empty list of positive integers, got {ks!r} (e.g. ks=[1,5,20])")
+
+    try:
+        fixture = instantiate(cfg.fixture)
+        ranker = instantiate(cfg.ranker)
+    except EvalpipeError as exc:
+        fail(str(exc))
+    except InstantiationException as exc:
+        cause = exc.__cause__ or exc
+        fail(f"cannot build {'fixture' if 'fixture' in str(exc) else 'ranker'}: {cause}")
+    except (ValueError, TypeError, ImportError) as exc:
+        fail(str(exc))
+
+    ranker_choice, overrides, out_dir = hydra_context()
+    run_name = cfg.get("run_name") or default_run_name(ranker_choice, overrides)
+    chash = config_hash(resolved)
+    counter = get_token_counter(cfg.get("token_encoding", "cl100k_base"))
+
+    from evalpipe import tracking
+
+    try:
+        tracker = tracking.ensure_store(cfg.tracking.uri)
+        experiment = f"{cfg.tracking.experiment_prefix}/{fixture.name}"
+        experiment_id = tracking.ensure_experiment(tracker, experiment)
+    except EvalpipeError as exc:
+        fail(str(exc))
+    except Exception as exc:  # unreachable server, unwritable path
+        fail(f"cannot open MLflow store {cfg.tracking.uri!r}: {type(exc).__name__}: {exc}")
+
+    tags = {
+        "evalpipe.version": __version__,
+        "evalpipe.git_revision": tracking.git_revision(),
+        "evalpipe.fixture": fixture.name,
+        "evalpipe.fixture_sha256": fixture.sha256,
+        "evalpipe.corpus_sha256": fixture.corpus.sha256,
+        "evalpipe.ranker": ranker_choice,
+        "evalpipe.config_hash": chash,
+        "evalpipe.token_counter": counter.method,
+    }
+    with tracking.tracked_run(tracker, experiment_id, run_name, tags) as run_id:
+        prepared = prepare_ranker(ranker, fixture.corpus)
+        notes = [] if not counter.note else [f"tokens estimated as chars/4: {counter.note}"]
+        build = {
+            "index_build_seconds": prepared.build_seconds,
+            "corpus_units": float(len(fixture.corpus)),
+        }
+        results: list[CaseResult] = []
+        scores = None
+        if prepared.skipped:
+            err.print(f"[yellow]ranker {ranker_choice} skipped:[/] {prepared.skipped}")
+        else:
+            progress = None
+            if cfg.get("progress", True):
+
+                def progress(cases):
+                    return track(
+                        cases, description=f"{run_name} on {fixture.name}", console=err, transient=True
+                    )
+
+            start = time.perf_counter()
+            results = run_cases(prepared.ranker, fixture, max(ks), counter.count, progress)
+            build["eval_seconds"] = time.perf_counter() - start
+            scores = score_results(
+                results,
+                ks,
+                list(cfg.metrics),
+                tiers=fixture.tiers,
+                units={u.id: u for u in fixture.corpus} if any(r.labels for r in results) else None,
+            )
+        build["peak_memory_mb"] = peak_memory_mb()
+        for key, value in prepared.stats.items():
+            if isinstance(value, bool | int | float):
+                build[f"index/{key}"] = float(value)
+        row = ReportRow(run_name, scores, skipped=prepared.skipped)
+        report = markdown_report(
+            fixture.name,
+            [row],
+            ks,
+            fixture.tier_counts(),
+            revision=tags["evalpipe.git_revision"],
+            notes=notes,
+        )
+        files: dict[str, str] = {
+            "report.md": report,
+            "config.yaml": OmegaConf.to_yaml(cfg, resolve=True),
+        }
+        if scores is not None:
+            files["misses.jsonl"] = misses_jsonl(scores)
+            files["cases.jsonl"] = "".join(
+                json.dumps({k: v[i] for k, v in case_table(results, scores).items()}, ensure_ascii=False)
+                + "\n"
+                for i in range(len(results))
+            )
+        if out_dir is not None:  # local copy first: finished results survive a tracking failure
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for name, content in files.items():
+                (out_dir / name).write_text(content, encoding="utf-8")
+
+        run_tags = {f"index.{k}": str(v) for k, v in prepared.stats.items() if not isinstance(v, int | float)}
+        if prepared.skipped:
+            run_tags["evalpipe.skipped"] = prepared.skipped[:5000]
+        metrics = {**(flat_metrics(scores) if scores is not None else {}), **build}
+        tracking.log_batch(tracker, run_id, metrics=metrics, params=tracking.flatten(resolved), tags=run_tags)
+        tracking.log_artifact_files(tracker, run_id, {k: v for k, v in files.items() if k != "cases.jsonl"})
+        if scores is not None:
+            tracking.log_table(tracker, run_id, case_table(results, scores), "cases.json")
+
+    print_tables(console, fixture.name, [row], ks, fixture.tier_counts())
+    if notes:
+        for n in notes:
+            console.print(f"[yellow]note:[/] {n}")
+    console.print(
+        f"MLflow: experiment [bold]{experiment}[/] · run [bold]{run_id}[/] ({run_name})\n"
+        f"Open it: [cyan]{tracker.ui_command}[/]"
+    )
+    if scores is None:
+        return 0.0
+    objective = str(cfg.get("objective", "recall_at_5"))
+    return float(flat_metrics(scores).get(objective, 0.0))

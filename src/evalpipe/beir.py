@@ -1,0 +1,136 @@
+"""BEIR-format and TREC-qrels collections as evalpipe fixtures.
+
+A BEIR folder (`corpus.jsonl[.gz]`, `queries.jsonl[.gz]`, `qrels/<split>.tsv`)
+becomes the same Fixture + Corpus the gold fixtures use, so every ranker,
+metric and report works on it unchanged. Files are streamed once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from evalpipe.corpus import CorpusError, load_jsonl_corpus
+from evalpipe.errors import FixtureError
+from evalpipe.fixture import Case, Fixture
+from evalpipe.paths import resolve_path
+from evalpipe.trec import TrecFormatError, read_trec_qrels
+
+BEIR_TIER = "all"
+
+
+def _first_existing(folder: Path, *names: str) -> Path | None:
+    for name in names:
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def read_queries(path: Path, wanted: set[str] | None = None) -> dict[str, str]:
+    """qid -> text from BEIR queries JSONL (`_id`, `text`) or a TSV `qid<TAB>text` file."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    out: dict[str, str] = {}
+    with opener(path, "rt", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            if path.name.endswith((".jsonl", ".jsonl.gz", ".json")):
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise FixtureError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+                qid, text = str(rec.get("_id", rec.get("id", ""))), str(rec.get("text", rec.get("query", "")))
+            else:
+                qid, _, text = line.rstrip("\n").partition("\t")
+            if wanted is None or qid in wanted:
+                out[qid] = text
+    return out
+
+
+def read_tiers(path: str | Path | None) -> dict[str, str]:
+    """Optional `qid<TAB>tier` file, so BEIR queries can be sliced like gold tiers."""
+    if not path:
+        return {}
+    p = resolve_path(path)
+    if not p.is_file():
+        raise FixtureError(f"tier file not found: {p} (fixture.tiers=...)")
+    rows = (
+        line.rstrip("\n").split("\t") for line in p.read_text(encoding="utf-8").splitlines() if line.strip()
+    )
+    return {r[0]: r[1] for r in rows if len(r) >= 2}
+
+
+def build_cases(
+    qrels: dict[str, dict[str, int]], queries: dict[str, str], tiers: dict[str, str], where: str
+) -> tuple[Case, ...]:
+    """One case per judged query with text (BEIR evaluates judged queries only), in qrels order."""
+    missing = [q for q in qrels if q not in queries]
+    if len(missing) == len(qrels):
+        raise FixtureError(f"{where}: none of the {len(qrels)} judged query ids has a query text")
+    return tuple(
+        Case(id=qid, tier=tiers.get(qid, BEIR_TIER), query=queries[qid], qrels=judged)
+        for qid, judged in qrels.items()
+        if qid in queries and queries[qid].strip()
+    )
+
+
+def load_beir(
+    path: str | Path, split: str = "test", tiers: str | None = None, name: str | None = None
+) -> Fixture:
+    """Load a BEIR folder; only queries judged in `qrels/<split>.tsv` become cases."""
+    folder = resolve_path(path)
+    if not folder.is_dir():
+        raise FixtureError(f"BEIR folder not found: {folder} (set fixture.path=/path/to/dataset)")
+    corpus_file = _first_existing(folder, "corpus.jsonl", "corpus.jsonl.gz")
+    queries_file = _first_existing(folder, "queries.jsonl", "queries.jsonl.gz")
+    qrels_file = folder / "qrels" / f"{split}.tsv"
+    for label, f in (("corpus.jsonl[.gz]", corpus_file), ("queries.jsonl[.gz]", queries_file)):
+        if f is None:
+            raise FixtureError(f"{folder}: no {label} (is this a BEIR dataset folder?)")
+    if not qrels_file.is_file():
+        splits = sorted(p.stem for p in (folder / "qrels").glob("*.tsv"))
+        raise FixtureError(
+            f"{folder}: no qrels/{split}.tsv (fixture.split=...; available: {splits or 'none'})"
+        )
+    try:
+        qrels = read_trec_qrels(qrels_file)
+        corpus = load_jsonl_corpus(corpus_file, name=folder.name)
+    except (TrecFormatError, CorpusError) as exc:
+        raise FixtureError(str(exc)) from None
+    queries = read_queries(queries_file, set(qrels))
+    cases = build_cases(qrels, queries, read_tiers(tiers), str(qrels_file))
+    unknown = sorted({d for c in cases for d, g in c.qrels.items() if g > 0 and d not in corpus})
+    if unknown:
+        raise FixtureError(
+            f"{qrels_file}: {len(unknown)} judged doc id(s) not in the corpus, e.g. {unknown[:3]}"
+        )
+    return Fixture(
+        name=name or folder.name,
+        cases=cases,
+        corpus=corpus,
+        source=str(folder),
+        sha256=corpus.sha256,
+        version=split,
+    )
+
+
+def load_trec(
+    qrels: str | Path,
+    queries: str | Path,
+    corpus: str | Path,
+    name: str | None = None,
+    tiers: str | None = None,
+) -> Fixture:
+    """A fixture from TREC qrels (`qid 0 docid rel`), a queries file and a JSONL corpus."""
+    qpath, cpath, rpath = resolve_path(queries), resolve_path(corpus), resolve_path(qrels)
+    for label, p in (("qrels", rpath), ("queries", qpath), ("corpus", cpath)):
+        if not p.is_file():
+            raise FixtureError(f"{label} file not found: {p} (fixture.{label}=...)")
+    try:
+        judged = read_trec_qrels(rpath)
+        units = load_jsonl_corpus(cpath)
+    except (TrecFormatError, CorpusError) as exc:
+        raise FixtureError(str(exc)) from None
+    cases = build_cases(judged, read_queries(qpath, set(judged)), read_tiers(tiers), str(rpath))
+    return Fixture(name=name or rpath.stem, cases=cases, corpus=units, source=str(rpath), sha256=units.sha256)

@@ -1,0 +1,196 @@
+"""The corpus: retrievable units and the winnow filter every ranker shares.
+
+A unit is what a ranker returns: a code symbol, a Markdown section, a chunk of a
+document or a BEIR passage. Keeping one flat record for all of them lets every
+ranker, metric and report work on any corpus without special cases.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evalpipe.errors import EvalpipeError
+
+# Fields stored at the top level of a JSONL record; everything else is metadata.
+CORE_FIELDS = ("id", "kind", "title", "text", "path", "language", "relations")
+RELATION_KINDS = ("contains", "calls", "imports", "inherits")
+
+
+class CorpusError(EvalpipeError, ValueError):
+    """A corpus file that cannot be used; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One retrievable unit.
+
+    `relations` maps a relation kind (contains, calls, imports, inherits) to the
+    IDs of other units (or, for calls/imports that could not be resolved, the
+    bare dotted name) so graph rankers can walk them.
+    """
+
+    id: str
+    kind: str
+    title: str = ""
+    text: str = ""
+    path: str = ""
+    language: str = ""
+    relations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Look a field up among the core fields first, then the metadata."""
+        if key in CORE_FIELDS:
+            return getattr(self, key)
+        return self.metadata.get(key, default)
+
+    def to_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "id": self.id,
+            "kind": self.kind,
+            "title": self.title,
+            "text": self.text,
+            "path": self.path,
+            "language": self.language,
+        }
+        record.update(self.metadata)
+        record["relations"] = {k: list(v) for k, v in self.relations.items() if v}
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Unit:
+        meta = {k: v for k, v in record.items() if k not in CORE_FIELDS}
+        rels = record.get("relations") or {}
+        return cls(
+            id=str(record["id"]),
+            kind=str(record.get("kind", "document")),
+            title=str(record.get("title") or ""),
+            text=str(record.get("text") or ""),
+            path=str(record.get("path") or ""),
+            language=str(record.get("language") or ""),
+            relations={str(k): tuple(str(x) for x in v) for k, v in rels.items()},
+            metadata=meta,
+        )
+
+
+def _open_text(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return path.open("r", encoding="utf-8")
+
+
+class Corpus:
+    """An ordered, immutable collection of units with an ID index.
+
+    Row `i` of any ranker's index is `units[i]`, so a boolean mask over rows is
+    the common currency for winnow constraints.
+    """
+
+    def __init__(self, units: Iterable[Unit], name: str = "", source: str = "", sha256: str = ""):
+        self.units: tuple[Unit, ...] = tuple(units)
+        self.name = name
+        self.source = source
+        self.ids: list[str] = [u.id for u in self.units]
+        self.index_of: dict[str, int] = {}
+        for i, uid in enumerate(self.ids):
+            if uid in self.index_of:
+                raise CorpusError(f"{source or name}: duplicate unit id {uid!r}")
+            self.index_of[uid] = i
+        self.sha256 = (
+            sha256
+            or hashlib.sha256(
+                "\n".join(json.dumps(u.to_record(), sort_keys=True) for u in self.units).encode()
+            ).hexdigest()
+        )
+        self._mask_cache: dict[str, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+    def __iter__(self) -> Iterator[Unit]:
+        return iter(self.units)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self.index_of
+
+    def get(self, uid: str) -> Unit | None:
+        i = self.index_of.get(uid)
+        return None if i is None else self.units[i]
+
+    def allowed_mask(self, constraints: Mapping[str, Any] | None) -> np.ndarray | None:
+        """Boolean mask of units that satisfy `constraints`, or None for "all".
+
+        `path_prefix` matches the start of `path`; any other key matches the unit
+        field or metadata value, a list meaning "any of". Masks are cached per
+        constraint set because fixtures reuse the same few constraints.
+        """
+        if not constraints:
+            return None
+        key = json.dumps(constraints, sort_keys=True, default=str)
+        cached = self._mask_cache.get(key)
+        if cached is not None:
+            return cached
+        mask = np.ones(len(self.units), dtype=bool)
+        for name, wanted in constraints.items():
+            options = [str(w) for w in wanted] if isinstance(wanted, list | tuple) else [str(wanted)]
+            if name == "path_prefix":
+                col = [any(u.path.startswith(p) for p in options) for u in self.units]
+            else:
+                col = [str(u.get(name, "")) in options for u in self.units]
+            mask &= np.asarray(col, dtype=bool)
+        self._mask_cache[key] = mask
+        return mask
+
+    def allows(self, uid: str, constraints: Mapping[str, Any] | None) -> bool:
+        mask = self.allowed_mask(constraints)
+        return mask is None or (uid in self.index_of and bool(mask[self.index_of[uid]]))
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_jsonl_corpus(path: str | Path, name: str = "") -> Corpus:
+    """Load a JSONL (optionally gzipped) corpus; errors name the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"corpus file not found: {path}")
+    units = []
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CorpusError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+            if "id" not in record and "_id" in record:
+                record["id"] = record.pop("_id")
+            if "id" not in record:
+                raise CorpusError(f"{path}:{lineno}: record has no 'id'")
+            units.append(Unit.from_record(record))
+    return Corpus(units, name=name or path.stem, source=str(path), sha256=file_sha256(path))
+
+
+def write_jsonl_corpus(units: Iterable[Unit], path: str | Path) -> int:
+    """Write units as JSONL in the given order; returns the number written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with path.open("w", encoding="utf-8") as fh:
+        for unit in units:
+            fh.write(json.dumps(unit.to_record(), ensure_ascii=False) + "\n")
+            n += 1
+    return n

@@ -1,0 +1,207 @@
+"""The Markdown report and terminal tables.
+
+Stable order and fixed number formats so two reports diff cleanly: the same
+layout as the seed harness (an overall table, a per-tier table), one row per
+evaluated ranker, plus the standard IR and RAG figures when they were computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from evalpipe.fixture import STOCK_TIERS
+from evalpipe.scoring import RunScores
+
+DASH = "—"
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """One ranker's line in a report; `scores` is None when the ranker was skipped."""
+
+    name: str
+    scores: RunScores | None
+    skipped: str = ""
+    notes: Sequence[str] = field(default_factory=tuple)
+
+
+def pct(x: float) -> str:
+    return f"{x * 100:5.1f}%"
+
+
+def tier_k(ks: Sequence[int]) -> int:
+    """The cutoff shown in the per-tier table: 5 like the seed when present, else the middle K."""
+    ks = sorted(ks)
+    return 5 if 5 in ks else ks[len(ks) // 2]
+
+
+def tier_columns(rows: Sequence[ReportRow], tier_counts: Mapping[str, int] | None = None) -> list[str]:
+    """Stock tiers always (stable table shape), then extra tiers seen, sorted."""
+    seen: set[str] = set(tier_counts or {})
+    for r in rows:
+        if r.scores is not None:
+            seen.update(t for t, f in r.scores.per_tier.items() if f.get("cases", 0))
+    return list(STOCK_TIERS) + sorted(seen - set(STOCK_TIERS))
+
+
+def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("-" * (len(h) + 2) for h in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return lines
+
+
+def overall_table(rows: Sequence[ReportRow], ks: Sequence[int]) -> tuple[list[str], list[list[str]]]:
+    header = ["ranker"] + [f"R@{k}" for k in ks] + ["MRR", "p50 µs", "p95 µs", "max µs", "tokens/q", "errors"]
+    body = []
+    for r in sorted(rows, key=lambda r: r.name):
+        s = r.scores
+        if s is None:
+            body.append([r.name] + [DASH] * (len(header) - 2) + [f"{DASH} (skipped: {r.skipped})"])
+            continue
+        body.append(
+            [r.name]
+            + [pct(s.metric(f"recall_at_{k}")) for k in ks]
+            + [
+                f"{s.metric('mrr'):.3f}",
+                str(s.latency_us[0]),
+                str(s.latency_us[1]),
+                str(s.latency_us[2]),
+                f"{s.mean_tokens:.0f}",
+                str(s.errors),
+            ]
+        )
+    return header, body
+
+
+def tier_table(
+    rows: Sequence[ReportRow], ks: Sequence[int], tiers: Sequence[str]
+) -> tuple[list[str], list[list[str]]]:
+    k = tier_k(ks)
+    header = ["ranker"] + list(tiers)
+    body = []
+    for r in sorted(rows, key=lambda r: r.name):
+        if r.scores is None:
+            body.append([r.name] + [DASH] * len(tiers))
+            continue
+        body.append(
+            [r.name]
+            + [
+                pct(r.scores.metric(f"recall_at_{k}", t))
+                if r.scores.per_tier.get(t, {}).get("cases")
+                else DASH
+                for t in tiers
+            ]
+        )
+    return header, body
+
+
+IR_FAMILIES = (("ndcg", "nDCG"), ("map", "MAP"), ("precision", "P"), ("frac_recall", "Recall"))
+
+
+def ir_table(rows: Sequence[ReportRow], ks: Sequence[int]) -> tuple[list[str], list[list[str]]] | None:
+    """nDCG / MAP / P / fractional recall at each K, when those metrics were computed."""
+    present = [
+        (fam, label)
+        for fam, label in IR_FAMILIES
+        if any(r.scores is not None and f"{fam}_at_{ks[0]}" in r.scores.overall for r in rows)
+    ]
+    if not present:
+        return None
+    header = ["ranker"] + [f"{label}@{k}" for fam, label in present for k in ks]
+    body = []
+    for r in sorted(rows, key=lambda r: r.name):
+        if r.scores is None:
+            body.append([r.name] + [DASH] * (len(header) - 1))
+            continue
+        body.append([r.name] + [f"{r.scores.metric(f'{fam}_at_{k}'):.4f}" for fam, _ in present for k in ks])
+    return header, body
+
+
+RAG_COLUMNS = (
+    ("rag_document_hit_rate", "doc hit"),
+    ("rag_section_hit_rate", "section hit"),
+    ("rag_mrr", "doc MRR"),
+    ("rag_citation_validity_rate", "citation valid"),
+    ("rag_empty_result_rate", "empty"),
+    ("rag_retrieval_error_rate", "error"),
+)
+
+
+def rag_table(rows: Sequence[ReportRow]) -> tuple[list[str], list[list[str]]] | None:
+    if not any(r.scores is not None and r.scores.rag for r in rows):
+        return None
+    header = ["ranker"] + [label for _, label in RAG_COLUMNS]
+    body = []
+    for r in sorted(rows, key=lambda r: r.name):
+        if r.scores is None or not r.scores.rag:
+            body.append([r.name] + [DASH] * len(RAG_COLUMNS))
+            continue
+        body.append(
+            [r.name] + [pct(r.scores.rag[key]) if key in r.scores.rag else DASH for key, _ in RAG_COLUMNS]
+        )
+    return header, body
+
+
+def markdown_report(
+    fixture: str,
+    rows: Sequence[ReportRow],
+    ks: Sequence[int],
+    tier_counts: Mapping[str, int],
+    revision: str = "",
+    notes: Sequence[str] = (),
+) -> str:
+    """The diffable Markdown report: overall, per tier, IR metrics, RAG measures."""
+    ks = sorted(ks)
+    cases = sum(tier_counts.values())
+    out = ["# evalpipe retrieval report", ""]
+    rev = f" · rev: `{revision}`" if revision else ""
+    out += [f"_Fixture: `{fixture}`{rev} · {cases} cases_", ""]
+    out += ["Tier distribution:" + "".join(f" `{t}`={n}" for t, n in sorted(tier_counts.items())), ""]
+    out += ["## Overall", ""] + _table(*overall_table(rows, ks)) + [""]
+    tiers = tier_columns(rows, tier_counts)
+    out += [f"## Per tier (R@{tier_k(ks)})", ""] + _table(*tier_table(rows, ks, tiers)) + [""]
+    ir = ir_table(rows, ks)
+    if ir:
+        out += ["## Standard IR metrics", ""] + _table(*ir) + [""]
+    rt = rag_table(rows)
+    if rt:
+        out += ["## RAG quality", ""] + _table(*rt) + [""]
+    all_notes = list(notes) + [f"{r.name}: {n}" for r in sorted(rows, key=lambda r: r.name) for n in r.notes]
+    if all_notes:
+        out += ["## Notes", ""] + [f"- {n}" for n in all_notes] + [""]
+    return "\n".join(out)
+
+
+def print_tables(
+    console,
+    fixture: str,
+    rows: Sequence[ReportRow],
+    ks: Sequence[int],
+    tier_counts: Mapping[str, int],
+) -> None:
+    """The same tables as the Markdown report, drawn with rich for the terminal."""
+    from rich.table import Table
+
+    ks = sorted(ks)
+    tiers = tier_columns(rows, tier_counts)
+    sections = [
+        (f"{fixture}: overall ({sum(tier_counts.values())} cases)", overall_table(rows, ks)),
+        (
+            f"per tier R@{tier_k(ks)} " + " ".join(f"{t}={n}" for t, n in tier_counts.items()),
+            tier_table(rows, ks, tiers),
+        ),
+    ]
+    ir = ir_table(rows, ks)
+    if ir:
+        sections.append(("standard IR metrics", ir))
+    rt = rag_table(rows)
+    if rt:
+        sections.append(("RAG quality", rt))
+    for title, (header, body) in sections:
+        table = Table(title=title, title_justify="left")
+        for i, h in enumerate(header):
+            table.add_column(h, justify="left" if i == 0 else "right")
+        for row in body:
+            table.add_row(*row)
+        console.print(table)

@@ -1,0 +1,156 @@
+"""Per-case results -> metrics: overall, per tier, latency, tokens, misses and RAG rates.
+
+All arithmetic lives in `metrics` and `rag` (pure functions); this module only
+slices the cases (overall, per tier) and names the figures consistently, so the
+same names reach the terminal, the Markdown report and MLflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from evalpipe import metrics, rag
+from evalpipe.results import CaseResult
+
+DEFAULT_FAMILIES = ("recall", "mrr", "ndcg", "map", "precision", "frac_recall")
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A case whose first hit is not at rank 1 (rank 0 = no expected ID in the top K)."""
+
+    case_id: str
+    tier: str
+    query: str
+    expected: list[str]
+    rank: int
+    top: list[str]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RunScores:
+    ks: tuple[int, ...]
+    cases: int
+    overall: Mapping[str, float]
+    per_tier: Mapping[str, Mapping[str, float]]
+    per_case: Mapping[str, np.ndarray]
+    first_rank: np.ndarray
+    latency_us: tuple[int, int, int]
+    mean_tokens: float
+    misses: tuple[Miss, ...]
+    errors: int
+    empty: int
+    rag: Mapping[str, float] = field(default_factory=dict)
+    rag_per_case: tuple[rag.RagResult | None, ...] = ()
+
+    def metric(self, name: str, tier: str | None = None) -> float:
+        table = self.overall if tier is None else self.per_tier.get(tier, {})
+        return float(table.get(name, 0.0))
+
+
+def _rag_scores(results: Sequence[CaseResult], units: Mapping[str, Any] | None):
+    per_case: list[rag.RagResult | None] = []
+    scored = []
+    for r in results:
+        if not r.labels:
+            per_case.append(None)
+            continue
+        label = rag.RagLabel(
+            expected_documents=tuple(r.labels.get("expected_documents") or ()),
+            expected_sections=tuple(r.labels.get("expected_sections") or ()),
+            citation_required=bool(r.labels.get("citation_required")),
+            answerability=str(r.labels.get("answerability") or "answerable"),
+        )
+        candidates = [units[h.id] if units and h.id in units else {"id": h.id} for h in r.hits]
+        res = rag.score_case(label, candidates, error=r.error is not None)
+        per_case.append(res)
+        scored.append(res)
+    return (rag.aggregate_rag(scored) if scored else {}), tuple(per_case)
+
+
+def score_results(
+    results: Sequence[CaseResult],
+    ks: Sequence[int],
+    families: Sequence[str] = DEFAULT_FAMILIES,
+    tiers: Sequence[str] | None = None,
+    units: Mapping[str, Any] | None = None,
+) -> RunScores:
+    """Score a run. `tiers` fixes the tier order (stock tiers first); `units` maps id -> Unit for RAG."""
+    ks = tuple(sorted(set(int(k) for k in ks)))
+    depth = max(ks)
+    ranked = [r.ranked_ids for r in results]
+    qrels = [r.qrels for r in results]
+    per_case = metrics.evaluate(ranked, qrels, ks, list(families))
+    rel = metrics.relevance_matrix(ranked, qrels, depth)
+    first_rank = metrics.first_hit_rank(rel)
+
+    overall = dict(metrics.aggregate(per_case))
+    tier_of = np.array([r.tier for r in results], dtype=object)
+    tier_names = list(tiers) if tiers is not None else list(dict.fromkeys(r.tier for r in results))
+    per_tier = {}
+    for tier in tier_names:
+        mask = tier_of == tier
+        figures = dict(metrics.aggregate(per_case, mask)) if mask.any() else {}
+        figures["cases"] = float(mask.sum())
+        per_tier[tier] = figures
+
+    misses = tuple(
+        Miss(
+            r.case_id,
+            r.tier,
+            r.query,
+            [d for d, g in r.qrels.items() if g > 0],
+            int(rank),
+            r.ranked_ids,
+            r.error,
+        )
+        for r, rank in zip(results, first_rank, strict=True)
+        if rank != 1
+    )
+    lat = metrics.latency_percentiles(np.array([r.latency_us for r in results], dtype=np.int64))
+    n = len(results)
+    errors = sum(r.error is not None for r in results)
+    empty = sum(r.empty for r in results)
+    mean_tokens = float(np.mean([r.tokens for r in results])) if n else 0.0
+    overall.update(
+        {
+            "cases": float(n),
+            "latency_p50_us": float(lat[0]),
+            "latency_p95_us": float(lat[1]),
+            "latency_max_us": float(lat[2]),
+            "mean_tokens_returned": mean_tokens,
+            "retrieval_errors": float(errors),
+            "empty_results": float(empty),
+        }
+    )
+    rag_overall, rag_per_case = _rag_scores(results, units)
+    return RunScores(
+        ks=ks,
+        cases=n,
+        overall=overall,
+        per_tier=per_tier,
+        per_case=per_case,
+        first_rank=first_rank,
+        latency_us=(int(lat[0]), int(lat[1]), int(lat[2])),
+        mean_tokens=mean_tokens,
+        misses=misses,
+        errors=errors,
+        empty=empty,
+        rag=rag_overall,
+        rag_per_case=rag_per_case,
+    )
+
+
+def flat_metrics(scores: RunScores) -> dict[str, float]:
+    """Every figure under one consistent name: overall as is, tiers as `tier/<tier>/<metric>`, RAG as is."""
+    out = {k: float(v) for k, v in scores.overall.items()}
+    for tier, figures in scores.per_tier.items():
+        for name, value in figures.items():
+            out[f"tier/{tier}/{name}"] = float(value)
+    out.update({k: float(v) for k, v in scores.rag.items()})
+    return out

@@ -1,0 +1,88 @@
+"""Shared test fixtures: isolated MLflow stores, a tiny corpus, the shared datasets."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "datasets"
+
+
+def shared_dataset(name: str) -> Path:
+    """Path of a BEIR dataset under ../shared, or skip the test saying why."""
+    path = SHARED / name
+    if not path.is_dir():
+        pytest.skip(f"{path} not found: the shared BEIR datasets sit beside the repo in CI only")
+    return path
+
+
+TINY_UNITS = [
+    {
+        "id": "pkg/a.py",
+        "kind": "module",
+        "title": "pkg.a",
+        "text": "module a helpers",
+        "path": "pkg/a.py",
+        "language": "python",
+    },
+    {
+        "id": "pkg/a.py::merge_settings",
+        "kind": "function",
+        "title": "merge_settings",
+        "text": "def merge_settings(base, override): combine two settings dicts",
+        "path": "pkg/a.py",
+        "language": "python",
+        "name": "merge_settings",
+        "qualname": "merge_settings",
+    },
+    {
+        "id": "pkg/a.py::Session.merge",
+        "kind": "method",
+        "title": "Session.merge",
+        "text": "def merge(self, other): merge another session into this one",
+        "path": "pkg/a.py",
+        "language": "python",
+        "name": "merge",
+        "qualname": "Session.merge",
+    },
+    {
+        "id": "pkg/b.go::Open",
+        "kind": "function",
+        "title": "Open",
+        "text": "func Open(path string) opens a file",
+        "path": "pkg/b.go",
+        "language": "go",
+        "name": "Open",
+        "qualname": "Open",
+    },
+    {
+        "id": "docs/guide.md#install",
+        "kind": "section",
+        "title": "Install",
+        "text": "Install with pip",
+        "path": "docs/guide.md",
+        "language": "markdown",
+        "document_id": "docs/guide.md",
+        "section": "install",
+        "chunk_index": 0,
+    },
+]
+
+
+@pytest.fixture
+def tiny_corpus_path(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps(u) + "\n" for u in TINY_UNITS), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def tracking_uri(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
