@@ -35,10 +35,12 @@ def fail(message: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
-def config_hash(cfg: Mapping[str, Any]) -> str:
-    """Identity of what a run measures; a sweep resumes by skipping hashes already FINISHED."""
+def config_hash(cfg: Mapping[str, Any], *identity: str) -> str:
+    """Identity of what a run measures: the config (less where it is logged) plus `identity`
+    (fixture sha256, code revision). A sweep resumes by skipping hashes already FINISHED."""
     measured = {k: v for k, v in cfg.items() if k not in NON_MEASURING_KEYS}
-    return hashlib.sha256(json.dumps(measured, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    blob = json.dumps([measured, *identity], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def hydra_context() -> tuple[str, list[str], Path | None]:
@@ -49,8 +51,19 @@ def hydra_context() -> tuple[str, list[str], Path | None]:
         hc = HydraConfig.get()
     except Exception:
         return "ranker", [], None
-    choice = str(hc.runtime.choices.get("ranker", "ranker"))
+    choice = hc.runtime.choices.get("ranker")
+    if not choice:  # plug-in given as ranker._target_ without a config group option
+        target = next((o.split("=", 1)[1] for o in hc.overrides.task if "ranker._target_=" in o), "plugin")
+        choice = target.rsplit(".", 1)[-1]
     return choice, list(hc.overrides.task), Path(hc.runtime.output_dir)
+
+
+def experiment_name(cfg: DictConfig) -> str:
+    """`<prefix>/<fixture name>`, known from config alone so a sweep's parent can name it before any job."""
+    if cfg.tracking.get("experiment"):
+        return str(cfg.tracking.experiment)
+    fixture = cfg.fixture.get("name") or Path(str(cfg.fixture.get("path") or "fixture")).stem
+    return f"{cfg.tracking.experiment_prefix}/{fixture}"
 
 
 def default_run_name(ranker_choice: str, overrides: list[str]) -> str:
@@ -91,7 +104,7 @@ def evaluate(cfg: DictConfig) -> float:
     from rich.console import Console
     from rich.progress import track
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(resolved, dict)
@@ -112,23 +125,41 @@ def evaluate(cfg: DictConfig) -> float:
 
     ranker_choice, overrides, out_dir = hydra_context()
     run_name = cfg.get("run_name") or default_run_name(ranker_choice, overrides)
-    chash = config_hash(resolved)
     counter = get_token_counter(cfg.get("token_encoding", "cl100k_base"))
 
     from evalpipe import tracking
 
     try:
         tracker = tracking.ensure_store(cfg.tracking.uri)
-        experiment = f"{cfg.tracking.experiment_prefix}/{fixture.name}"
+        experiment = experiment_name(cfg)
         experiment_id = tracking.ensure_experiment(tracker, experiment)
     except EvalpipeError as exc:
         fail(str(exc))
     except Exception as exc:  # unreachable server, unwritable path
         fail(f"cannot open MLflow store {cfg.tracking.uri!r}: {type(exc).__name__}: {exc}")
 
+    from evalpipe import sweep
+
+    revision = tracking.git_revision()
+    chash = config_hash(resolved, fixture.sha256, revision)
+    job = sweep.job_context(tracker, experiment_id)
+    if job.sweep_id and not cfg.get("force"):
+        done = sweep.find_finished(tracker, experiment_id, chash)
+        if done is not None:
+            objective = str(cfg.get("objective", "recall_at_5"))
+            console.print(
+                f"[green]already done:[/] run {done.info.run_id} ({done.info.run_name}) measured this exact "
+                "configuration; reusing it (force=true re-runs)"
+            )
+            if out_dir is not None:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                (out_dir / "reused_run.json").write_text(json.dumps({"run_id": done.info.run_id}))
+            return float(done.data.metrics.get(objective, 0.0))
+
     tags = {
+        **job.tags,
         "evalpipe.version": __version__,
-        "evalpipe.git_revision": tracking.git_revision(),
+        "evalpipe.git_revision": revision,
         "evalpipe.fixture": fixture.name,
         "evalpipe.fixture_sha256": fixture.sha256,
         "evalpipe.corpus_sha256": fixture.corpus.sha256,

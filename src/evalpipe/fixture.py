@@ -196,8 +196,11 @@ def check_against_corpus(cases: Sequence[Case], corpus: Corpus, where: str) -> N
             )
 
 
-def load_fixture(path: str | Path, corpus: str | Path | None = None) -> Fixture:
-    """Load and validate a YAML fixture and its corpus (path relative to the fixture file)."""
+def load_fixture(path: str | Path, corpus: str | Path | None = None, name: str | None = None) -> Fixture:
+    """Load and validate a YAML fixture and its corpus (path relative to the fixture file).
+
+    `name` (config) overrides the fixture's own name; it names the MLflow experiment.
+    """
     fpath = resolve_path(path)
     if not fpath.is_file():
         raise FixtureError(f"fixture file not found: {fpath} (set fixture.path=... to an existing YAML file)")
@@ -226,7 +229,7 @@ def load_fixture(path: str | Path, corpus: str | Path | None = None) -> Fixture:
         raise FixtureError(f"{fpath}: corpus {corpus_ref!r}: {exc}") from None
     check_against_corpus(cases, units, str(fpath))
     return Fixture(
-        name=str(data.get("name") or fpath.stem),
+        name=str(name or data.get("name") or fpath.stem),
         cases=tuple(cases),
         corpus=units,
         source=str(fpath),

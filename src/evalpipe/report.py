@@ -100,7 +100,7 @@ IR_FAMILIES = (("ndcg", "nDCG"), ("map", "MAP"), ("precision", "P"), ("frac_reca
 
 
 def ir_table(rows: Sequence[ReportRow], ks: Sequence[int]) -> tuple[list[str], list[list[str]]] | None:
-    """nDCG / MAP / P / fractional recall at each K, when those metrics were computed."""
+    """nDCG / MAP / P / fractional recall: one line per ranker and metric, one column per K."""
     present = [
         (fam, label)
         for fam, label in IR_FAMILIES
@@ -108,13 +108,35 @@ def ir_table(rows: Sequence[ReportRow], ks: Sequence[int]) -> tuple[list[str], l
     ]
     if not present:
         return None
-    header = ["ranker"] + [f"{label}@{k}" for fam, label in present for k in ks]
+    header = ["ranker", "metric"] + [f"@{k}" for k in ks]
+    body = []
+    for r in sorted(rows, key=lambda r: r.name):
+        for fam, label in present:
+            if r.scores is None:
+                body.append([r.name, label] + [DASH] * len(ks))
+            else:
+                body.append([r.name, label] + [f"{r.scores.metric(f'{fam}_at_{k}'):.4f}" for k in ks])
+    return header, body
+
+
+def tier_detail_table(
+    rows: Sequence[ReportRow], ks: Sequence[int], tiers: Sequence[str]
+) -> tuple[list[str], list[list[str]]]:
+    """Every tier at every K, with MRR: where the seed's R@5 table is too coarse."""
+    header = ["ranker", "tier", "cases"] + [f"R@{k}" for k in ks] + ["MRR"]
     body = []
     for r in sorted(rows, key=lambda r: r.name):
         if r.scores is None:
-            body.append([r.name] + [DASH] * (len(header) - 1))
             continue
-        body.append([r.name] + [f"{r.scores.metric(f'{fam}_at_{k}'):.4f}" for fam, _ in present for k in ks])
+        for t in tiers:
+            figures = r.scores.per_tier.get(t, {})
+            if not figures.get("cases"):
+                continue
+            body.append(
+                [r.name, t, f"{figures['cases']:.0f}"]
+                + [pct(figures.get(f"recall_at_{k}", 0.0)) for k in ks]
+                + [f"{figures.get('mrr', 0.0):.3f}"]
+            )
     return header, body
 
 
@@ -161,6 +183,7 @@ def markdown_report(
     out += ["## Overall", ""] + _table(*overall_table(rows, ks)) + [""]
     tiers = tier_columns(rows, tier_counts)
     out += [f"## Per tier (R@{tier_k(ks)})", ""] + _table(*tier_table(rows, ks, tiers)) + [""]
+    out += ["## Per tier, all cutoffs", ""] + _table(*tier_detail_table(rows, ks, tiers)) + [""]
     ir = ir_table(rows, ks)
     if ir:
         out += ["## Standard IR metrics", ""] + _table(*ir) + [""]
@@ -181,16 +204,14 @@ def print_tables(
     tier_counts: Mapping[str, int],
 ) -> None:
     """The same tables as the Markdown report, drawn with rich for the terminal."""
+    from rich import box
     from rich.table import Table
 
     ks = sorted(ks)
     tiers = tier_columns(rows, tier_counts)
     sections = [
         (f"{fixture}: overall ({sum(tier_counts.values())} cases)", overall_table(rows, ks)),
-        (
-            f"per tier R@{tier_k(ks)} " + " ".join(f"{t}={n}" for t, n in tier_counts.items()),
-            tier_table(rows, ks, tiers),
-        ),
+        ("per tier", tier_detail_table(rows, ks, tiers)),
     ]
     ir = ir_table(rows, ks)
     if ir:
@@ -199,7 +220,7 @@ def print_tables(
     if rt:
         sections.append(("RAG quality", rt))
     for title, (header, body) in sections:
-        table = Table(title=title, title_justify="left")
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
         for i, h in enumerate(header):
             table.add_column(h, justify="left" if i == 0 else "right")
         for row in body:

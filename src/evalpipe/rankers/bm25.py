@@ -1,0 +1,144 @@
+"""BM25 over the corpus with bm25s, scoring every unit so winnow masks apply before top-k.
+
+bm25s's own `retrieve` selects top-k first; a constrained search (language: go) would
+then return fewer than k results. We ask bm25s for the full score vector instead and
+let `CorpusRanker.search` mask and rank it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import bm25s
+import numpy as np
+
+from evalpipe.corpus import Corpus, Unit
+from evalpipe.rankers.base import CorpusRanker
+from evalpipe.tokenize import CodeTokenizer
+
+METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
+FIELDS = ("title", "text", "identifiers", "path")
+# Methods that add a per-term floor to every document (BM25L, BM25+): a unit that
+# shares no term with the query would still score > 0, so we zero those explicitly.
+_FLOOR_METHODS = ("bm25l", "bm25+")
+
+
+def unit_identifiers(unit: Unit) -> list[str]:
+    """The names a unit is known by: its id, metadata name/qualname and path (deduplicated)."""
+    out: list[str] = []
+    for value in (unit.id, unit.metadata.get("name"), unit.metadata.get("qualname"), unit.path):
+        if value and str(value) not in out:
+            out.append(str(value))
+    return out
+
+
+def unit_field_texts(unit: Unit, fields: Sequence[str]) -> list[str]:
+    """The texts to index for a unit, one per configured field, in field order."""
+    texts: list[str] = []
+    for name in fields:
+        if name == "identifiers":
+            texts.extend(unit_identifiers(unit))
+        else:
+            texts.append(str(getattr(unit, name)))
+    return texts
+
+
+class BM25Ranker(CorpusRanker):
+    """Okapi BM25 (bm25s) over title + text + identifiers with a code-aware tokenizer.
+
+    `delta` is only used by bm25l / bm25+. `min_score` drops hits scoring below it.
+    """
+
+    name = "bm25"
+    drop_nonpositive = True
+
+    def __init__(
+        self,
+        k1: float = 1.5,
+        b: float = 0.75,
+        method: str = "lucene",
+        delta: float = 0.5,
+        stemmer: str | None = "english",
+        stopwords: str | Iterable[str] | None = "en",
+        code_aware: bool = True,
+        fields: Iterable[str] = ("title", "text", "identifiers"),
+        min_score: float | None = None,
+    ):
+        if method not in METHODS:
+            raise ValueError(f"BM25Ranker: unknown method {method!r}; use one of {', '.join(METHODS)}")
+        if k1 < 0:
+            raise ValueError(f"BM25Ranker: k1 must be >= 0, got {k1}")
+        if not 0.0 <= b <= 1.0:
+            raise ValueError(f"BM25Ranker: b must be in [0, 1], got {b}")
+        fields = [str(f) for f in fields]
+        unknown = [f for f in fields if f not in FIELDS]
+        if unknown or not fields:
+            raise ValueError(
+                f"BM25Ranker: bad fields {fields!r}; use a non-empty list drawn from {', '.join(FIELDS)}"
+            )
+        self.k1 = float(k1)
+        self.b = float(b)
+        self.method = method
+        self.delta = float(delta)
+        self.fields = tuple(fields)
+        self.min_score = None if min_score is None else float(min_score)
+        stop = stopwords if stopwords is None or isinstance(stopwords, str) else [str(w) for w in stopwords]
+        self.tokenizer = CodeTokenizer(stemmer=stemmer, stopwords=stop, code_aware=code_aware)
+        self._bm25: bm25s.BM25 | None = None
+        self._vocab: dict[str, int] = {}
+        self._stats: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"BM25Ranker(k1={self.k1}, b={self.b}, method={self.method!r}, {self.tokenizer!r})"
+
+    def tokenize_unit(self, unit: Unit) -> list[str]:
+        tokens: list[str] = []
+        for text in unit_field_texts(unit, self.fields):
+            tokens.extend(self.tokenizer(text))
+        return tokens
+
+    def _build(self, corpus: Corpus) -> None:
+        start = time.perf_counter()
+        vocab: dict[str, int] = {}
+        doc_ids: list[list[int]] = []
+        for unit in corpus:
+            doc_ids.append([vocab.setdefault(t, len(vocab)) for t in self.tokenize_unit(unit)])
+        self._vocab = vocab
+        self._bm25 = None
+        if vocab:  # bm25s cannot index an empty vocabulary; every query then scores 0
+            model = bm25s.BM25(k1=self.k1, b=self.b, delta=self.delta, method=self.method)
+            model.index((doc_ids, vocab), create_empty_token=False, show_progress=False)
+            self._bm25 = model
+        n_tokens = sum(len(d) for d in doc_ids)
+        self._stats = {
+            "index_units": len(corpus),
+            "vocab_size": len(vocab),
+            "index_tokens": n_tokens,
+            "avg_unit_tokens": n_tokens / len(corpus) if len(corpus) else 0.0,
+            "build_seconds": time.perf_counter() - start,
+        }
+
+    def query_ids(self, query: str) -> list[int]:
+        """Vocabulary ids of the query's terms; unknown terms are dropped, repeats kept (as bm25s does)."""
+        return [self._vocab[t] for t in self.tokenizer(query) if t in self._vocab]
+
+    def _scores(self, query: str) -> np.ndarray:
+        if not hasattr(self, "corpus"):
+            raise RuntimeError("BM25Ranker.search called before prepare(corpus)")
+        scores = np.zeros(len(self.corpus), dtype=np.float64)
+        ids = self.query_ids(query)
+        if not ids or self._bm25 is None:
+            return scores
+        scores[:] = self._bm25.get_scores_from_ids(ids)
+        if self.method in _FLOOR_METHODS:
+            index = self._bm25.scores
+            matched = np.zeros(len(self.corpus), dtype=bool)
+            for tid in set(ids):
+                matched[index["indices"][index["indptr"][tid] : index["indptr"][tid + 1]]] = True
+            scores[~matched] = 0.0
+        return scores
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self._stats)

@@ -1,0 +1,24 @@
+"""Plug-in rankers used by the CLI tests (imported via PYTHONPATH=tests)."""
+
+from __future__ import annotations
+
+
+class ScriptedRanker:
+    """Returns a fixed list per query; raises for the query 'boom' (a retrieval error)."""
+
+    def __init__(self, answers: dict[str, list[str]] | None = None):
+        self.answers = answers or {}
+
+    def search(self, query, k, constraints=None):
+        if query == "boom":
+            raise ConnectionError("backend down")
+        return self.answers.get(query, [])[:k]
+
+
+def keyword_search(query, k, constraints=None):
+    """A plain function plug-in: every unit whose id contains a query word (3+ letters), as (id, score)."""
+    ids = ["pkg/a.py::merge_settings", "pkg/a.py::Session.merge", "pkg/b.go::Open"]
+    words = [w for w in query.lower().split() if len(w) >= 3]
+    return [(i, 1.0 / (n + 1)) for n, i in enumerate(x for x in ids if any(w in x.lower() for w in words))][
+        :k
+    ]
