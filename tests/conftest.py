@@ -76,6 +76,16 @@ TINY_UNITS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_index_memo():
+    """Each test builds its own indexes (the per-process index memo would hide builds)."""
+    from evalpipe.rankers.base import clear_built_cache
+
+    clear_built_cache()
+    yield
+    clear_built_cache()
+
+
 @pytest.fixture
 def tiny_corpus_path(tmp_path: Path) -> Path:
     path = tmp_path / "corpus.jsonl"

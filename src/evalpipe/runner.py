@@ -45,6 +45,8 @@ def prepare_ranker(ranker: Any, corpus: Corpus) -> PreparedRanker:
         return PreparedRanker(ranker, time.perf_counter() - start, skipped=str(exc) or type(exc).__name__)
     seconds = time.perf_counter() - start
     stats = dict(ranker.stats()) if hasattr(ranker, "stats") else {}
+    if hasattr(ranker, "index_reused"):
+        stats["index_reused"] = bool(ranker.index_reused)
     return PreparedRanker(ranker, seconds, stats=stats)
 
 

