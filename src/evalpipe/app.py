@@ -19,9 +19,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from evalpipe import __version__
 from evalpipe.errors import EvalpipeError
+from evalpipe.fixture import Fixture
 from evalpipe.report import ReportRow, markdown_report, print_tables
 from evalpipe.results import CaseResult
-from evalpipe.runner import peak_memory_mb, prepare_ranker, run_cases
+from evalpipe.runner import PreparedRanker, peak_memory_mb, prepare_ranker, run_cases
 from evalpipe.scoring import RunScores, flat_metrics, score_results
 from evalpipe.tokens import get_token_counter
 
@@ -93,8 +94,82 @@ def case_table(results: list[CaseResult], scores: RunScores) -> dict[str, list[A
     return table
 
 
+def trec_run_text(results: list[CaseResult], tag: str) -> str:
+    """The run as a TREC run file, so it can be re-scored with trec_eval or ranx."""
+    import tempfile
+
+    from evalpipe.trec import write_trec_run
+
+    with tempfile.TemporaryDirectory(prefix="evalpipe-") as tmp:
+        path = Path(tmp) / "run.trec"
+        write_trec_run(path, {r.case_id: r.hits for r in results}, tag=tag)
+        return path.read_text(encoding="utf-8")
+
+
 def misses_jsonl(scores: RunScores) -> str:
     return "".join(json.dumps(m.__dict__, ensure_ascii=False) + "\n" for m in scores.misses)
+
+
+def measure(
+    cfg: DictConfig, prepared: PreparedRanker, fixture: Fixture, count_tokens, run_name: str, err
+) -> tuple[list[CaseResult], RunScores | None, dict[str, float]]:
+    """Run and score every case (nothing for a skipped ranker); also the build/eval cost figures."""
+    from rich.progress import track
+
+    ks = list(cfg.ks)
+    figures = {"index_build_seconds": prepared.build_seconds, "corpus_units": float(len(fixture.corpus))}
+    for key, value in prepared.stats.items():
+        if isinstance(value, bool | int | float):
+            figures[f"index/{key}"] = float(value)
+    results: list[CaseResult] = []
+    scores = None
+    if not prepared.skipped:
+        progress = None
+        if cfg.get("progress", True):
+
+            def progress(cases):
+                return track(cases, description=f"{run_name} on {fixture.name}", console=err, transient=True)
+
+        start = time.perf_counter()
+        results = run_cases(prepared.ranker, fixture, max(ks), count_tokens, progress)
+        figures["eval_seconds"] = time.perf_counter() - start
+        scores = score_results(
+            results,
+            ks,
+            list(cfg.metrics),
+            tiers=fixture.tiers,
+            units={u.id: u for u in fixture.corpus} if any(r.labels for r in results) else None,
+        )
+    figures["peak_memory_mb"] = peak_memory_mb()
+    return results, scores, figures
+
+
+def run_files(
+    cfg: DictConfig,
+    fixture: Fixture,
+    row: ReportRow,
+    results: list[CaseResult],
+    revision: str,
+    notes: list[str],
+) -> dict[str, str]:
+    """The run's files: report.md, config.yaml and, when cases ran, misses, run.trec and cases.jsonl."""
+    files = {"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)}
+    scores = row.scores
+    if scores is not None:
+        files["misses.jsonl"] = misses_jsonl(scores)
+        try:
+            files["run.trec"] = trec_run_text(results, tag="".join(row.name.split()) or "evalpipe")
+        except ValueError as exc:  # e.g. IDs with whitespace cannot be written as TREC
+            notes.append(f"run.trec not written: {exc}")
+        table = case_table(results, scores)
+        files["cases.jsonl"] = "".join(
+            json.dumps({k: v[i] for k, v in table.items()}, ensure_ascii=False) + "\n"
+            for i in range(len(results))
+        )
+    files["report.md"] = markdown_report(
+        fixture.name, [row], list(cfg.ks), fixture.tier_counts(), revision=revision, notes=notes
+    )
+    return files
 
 
 def evaluate(cfg: DictConfig) -> float:
@@ -102,7 +177,6 @@ def evaluate(cfg: DictConfig) -> float:
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
     from rich.console import Console
-    from rich.progress import track
 
     console = Console(width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True)
@@ -167,73 +241,35 @@ def evaluate(cfg: DictConfig) -> float:
         "evalpipe.config_hash": chash,
         "evalpipe.token_counter": counter.method,
     }
-    with tracking.tracked_run(tracker, experiment_id, run_name, tags) as run_id:
-        prepared = prepare_ranker(ranker, fixture.corpus)
-        notes = [] if not counter.note else [f"tokens estimated as chars/4: {counter.note}"]
-        build = {
-            "index_build_seconds": prepared.build_seconds,
-            "corpus_units": float(len(fixture.corpus)),
-        }
-        results: list[CaseResult] = []
-        scores = None
-        if prepared.skipped:
-            err.print(f"[yellow]ranker {ranker_choice} skipped:[/] {prepared.skipped}")
-        else:
-            progress = None
-            if cfg.get("progress", True):
-
-                def progress(cases):
-                    return track(
-                        cases, description=f"{run_name} on {fixture.name}", console=err, transient=True
-                    )
-
-            start = time.perf_counter()
-            results = run_cases(prepared.ranker, fixture, max(ks), counter.count, progress)
-            build["eval_seconds"] = time.perf_counter() - start
-            scores = score_results(
-                results,
-                ks,
-                list(cfg.metrics),
-                tiers=fixture.tiers,
-                units={u.id: u for u in fixture.corpus} if any(r.labels for r in results) else None,
+    notes = [] if not counter.note else [f"tokens estimated as chars/4: {counter.note}"]
+    try:
+        with tracking.tracked_run(tracker, experiment_id, run_name, tags) as run_id:
+            prepared = prepare_ranker(ranker, fixture.corpus)
+            if prepared.skipped:
+                err.print(f"[yellow]ranker {ranker_choice} skipped:[/] {prepared.skipped}")
+            results, scores, figures = measure(cfg, prepared, fixture, counter.count, run_name, err)
+            row = ReportRow(run_name, scores, skipped=prepared.skipped)
+            files = run_files(cfg, fixture, row, results, revision, notes)
+            if out_dir is not None:  # local copy first: finished results survive a tracking failure
+                out_dir.mkdir(parents=True, exist_ok=True)
+                for name, content in files.items():
+                    (out_dir / name).write_text(content, encoding="utf-8")
+            run_tags = {
+                f"index.{k}": str(v) for k, v in prepared.stats.items() if not isinstance(v, int | float)
+            }
+            if prepared.skipped:
+                run_tags["evalpipe.skipped"] = prepared.skipped[:5000]
+            metrics = {**(flat_metrics(scores) if scores is not None else {}), **figures}
+            tracking.log_batch(
+                tracker, run_id, metrics=metrics, params=tracking.flatten(resolved), tags=run_tags
             )
-        build["peak_memory_mb"] = peak_memory_mb()
-        for key, value in prepared.stats.items():
-            if isinstance(value, bool | int | float):
-                build[f"index/{key}"] = float(value)
-        row = ReportRow(run_name, scores, skipped=prepared.skipped)
-        report = markdown_report(
-            fixture.name,
-            [row],
-            ks,
-            fixture.tier_counts(),
-            revision=tags["evalpipe.git_revision"],
-            notes=notes,
-        )
-        files: dict[str, str] = {
-            "report.md": report,
-            "config.yaml": OmegaConf.to_yaml(cfg, resolve=True),
-        }
-        if scores is not None:
-            files["misses.jsonl"] = misses_jsonl(scores)
-            files["cases.jsonl"] = "".join(
-                json.dumps({k: v[i] for k, v in case_table(results, scores).items()}, ensure_ascii=False)
-                + "\n"
-                for i in range(len(results))
+            tracking.log_artifact_files(
+                tracker, run_id, {k: v for k, v in files.items() if k != "cases.jsonl"}
             )
-        if out_dir is not None:  # local copy first: finished results survive a tracking failure
-            out_dir.mkdir(parents=True, exist_ok=True)
-            for name, content in files.items():
-                (out_dir / name).write_text(content, encoding="utf-8")
-
-        run_tags = {f"index.{k}": str(v) for k, v in prepared.stats.items() if not isinstance(v, int | float)}
-        if prepared.skipped:
-            run_tags["evalpipe.skipped"] = prepared.skipped[:5000]
-        metrics = {**(flat_metrics(scores) if scores is not None else {}), **build}
-        tracking.log_batch(tracker, run_id, metrics=metrics, params=tracking.flatten(resolved), tags=run_tags)
-        tracking.log_artifact_files(tracker, run_id, {k: v for k, v in files.items() if k != "cases.jsonl"})
-        if scores is not None:
-            tracking.log_table(tracker, run_id, case_table(results, scores), "cases.json")
+            if scores is not None:
+                tracking.log_table(tracker, run_id, case_table(results, scores), "cases.json")
+    except (EvalpipeError, FileNotFoundError) as exc:  # found while building the index: bad input
+        fail(str(exc))
 
     print_tables(console, fixture.name, [row], ks, fixture.tier_counts())
     if notes:
