@@ -191,3 +191,23 @@ def test_help_lists_groups(tiny):
     proc = run_cli(tiny, "--help")
     assert proc.returncode == 0
     assert "ranker: " in proc.stdout and "bm25" in proc.stdout and "fixture: " in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["ranker=semantic", "ranker.model=/nonexistent/model"], "/nonexistent/model"),
+        (["ranker=rrf", "ranker.components.semantic.model=/nonexistent/model"], "component 'semantic'"),
+    ],
+)
+def test_unloadable_ranker_is_reported_as_skipped(tiny, tracking_uri, args, reason):
+    proc = run_cli(tiny, f"fixture.path={tiny / 'fx.yaml'}", f"tracking.uri={tracking_uri}", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped" in proc.stderr and reason in proc.stderr
+    client = client_for(tracking_uri)
+    run = client.search_runs([client.get_experiment_by_name("evalpipe/fx").experiment_id])[0]
+    assert run.info.status == "FINISHED"
+    assert reason in run.data.tags["evalpipe.skipped"]
+    assert "recall_at_5" not in run.data.metrics  # no zero-filled figures pretending to be results
+    report = Path(client.download_artifacts(run.info.run_id, "report.md", str(tiny / "dl"))).read_text()
+    assert "(skipped: " in report and reason in report

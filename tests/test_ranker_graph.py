@@ -151,3 +151,27 @@ def test_hydra_instantiates_each_ranker(conf_dir: Path, name, cls):
     ranker = instantiate(cfg.ranker)
     assert type(ranker) is cls
     assert ranker.min_score is None
+
+
+def test_graph_ranker_reused_index_prepares_its_base():
+    """A second GraphRanker with the same index settings (e.g. another min_score in a sweep)
+    restores the memoised graph and must still have a prepared base ranker."""
+    from evalpipe.corpus import Corpus, Unit
+    from evalpipe.rankers.bm25 import BM25Ranker
+    from evalpipe.rankers.graph import GraphRanker
+
+    corpus = Corpus(
+        [
+            Unit("m.py::a", "function", "a", "alpha parses input", relations={"calls": ("m.py::b",)}),
+            Unit("m.py::b", "function", "b", "beta writes output"),
+        ]
+    )
+    first = GraphRanker(base=BM25Ranker())
+    first.prepare(corpus)
+    second = GraphRanker(base=BM25Ranker(), min_score=0.0)
+    second.prepare(corpus)
+    assert second.index_reused and second.base.index_reused
+    # 'alpha' seeds a (score 1 after normalising); b is one 'calls' hop away: 1 * decay 0.5.
+    hits = second.search("alpha", 5)
+    assert [h.id for h in hits] == ["m.py::a", "m.py::b"]
+    assert [h.score for h in hits] == pytest.approx([1.0, 0.5])

@@ -28,6 +28,10 @@ DEFAULT_INCLUDE: tuple[str, ...] = (
     "**/*.js",
     "**/*.jsx",
     "**/*.mjs",
+    "**/*.cjs",
+    "**/*.mts",
+    "**/*.cts",
+    "**/*.markdown",
 )
 #: A pattern without "/" matches any path component (like .gitignore), so
 #: "build" skips every build/ directory and "*.egg-info" every egg-info.

@@ -119,10 +119,19 @@ class CorpusRanker:
             _BUILT.move_to_end(key)
             self.__dict__.update(built)
             self.index_reused = True
+            # Nested rankers (a graph ranker's base) are this instance's own objects:
+            # prepare them too (itself a memo hit), since `_build` did that the first time.
+            for value in self._init_args.values():
+                nested = value.values() if isinstance(value, Mapping) else [value]
+                for ranker in nested:
+                    if isinstance(ranker, CorpusRanker):
+                        ranker.prepare(corpus)
             return
+        self.index_reused = False
         before = dict(self.__dict__)
         self._build(corpus)
         _BUILT[key] = {k: v for k, v in self.__dict__.items() if k not in before or before[k] is not v}
+        _BUILT[key].pop("index_reused", None)
         while len(_BUILT) > BUILT_CACHE_SIZE:
             _BUILT.popitem(last=False)
 
@@ -157,7 +166,8 @@ def top_k(
 ) -> list[Hit]:
     """Top-k rows of `scores` as hits; rows outside `mask`, below `min_score` or non-finite never appear.
 
-    Ties are broken by corpus order so a ranking is reproducible run to run.
+    Ties are broken by corpus order so a ranking is reproducible run to run (the runner
+    then orders equal scores by ID descending, as trec_eval reads a run file).
     """
     scores = scores.astype(np.float64, copy=True)
     if mask is not None:
