@@ -18,7 +18,11 @@ DOCS = [
     {"_id": "d2", "title": "Dogs", "text": "Dogs bark at cats."},
     {"_id": "d3", "title": "Birds", "text": "Birds sing."},
 ]
-QUERIES = [{"_id": "q1", "text": "purring cats"}, {"_id": "q2", "text": "barking"}, {"_id": "q9", "text": "unjudged"}]
+QUERIES = [
+    {"_id": "q1", "text": "purring cats"},
+    {"_id": "q2", "text": "barking"},
+    {"_id": "q9", "text": "unjudged"},
+]
 QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t1\nq2\td2\t1\nq2\td3\t0\n"
 
 
@@ -99,7 +103,13 @@ def test_bm25_run_metrics_equal_trec_eval(name, tmp_path):
     path.write_text(trec_run_text(results, "bm25"))
     run = {q: {d: s for d, s in hits} for q, hits in read_trec_run(path).items()}
     qrels = {c.id: dict(c.qrels) for c in fx.cases}
-    measures = {"ndcg_cut.1,5,10,100", "map_cut.1,5,10,100", "P.1,5,10,100", "recall.1,5,10,100", "recip_rank"}
+    measures = {
+        "ndcg_cut.1,5,10,100",
+        "map_cut.1,5,10,100",
+        "P.1,5,10,100",
+        "recall.1,5,10,100",
+        "recip_rank",
+    }
     trec = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
     index = {c.id: i for i, c in enumerate(fx.cases)}
     judged = [q for q in trec if any(g > 0 for g in qrels[q].values())]
@@ -107,7 +117,12 @@ def test_bm25_run_metrics_equal_trec_eval(name, tmp_path):
     pairs = [("mrr", "recip_rank")] + [
         (f"{ours}_at_{k}", f"{theirs}_{k}")
         for k in ks
-        for ours, theirs in (("ndcg", "ndcg_cut"), ("map", "map_cut"), ("precision", "P"), ("frac_recall", "recall"))
+        for ours, theirs in (
+            ("ndcg", "ndcg_cut"),
+            ("map", "map_cut"),
+            ("precision", "P"),
+            ("frac_recall", "recall"),
+        )
     ]
     for ours, theirs in pairs:
         expected = np.array([trec[q][theirs] for q in judged])
