@@ -211,3 +211,58 @@ def test_unloadable_ranker_is_reported_as_skipped(tiny, tracking_uri, args, reas
     assert "recall_at_5" not in run.data.metrics  # no zero-filled figures pretending to be results
     report = Path(client.download_artifacts(run.info.run_id, "report.md", str(tiny / "dl"))).read_text()
     assert "(skipped: " in report and reason in report
+
+
+@pytest.mark.parametrize("fmt", ["trec", "jsonl"])
+def test_runfile_replay_through_cli(tiny, tracking_uri, fmt):
+    if fmt == "trec":
+        run = tiny / "run.trec"
+        run.write_text(
+            "c1 Q0 pkg/a.py::Session.merge 1 2.0 ext\n"
+            "c1 Q0 pkg/a.py::merge_settings 2 1.0 ext\n"
+            "c2 Q0 pkg/a.py::Session.merge 1 5.0 ext\n"
+        )
+    else:
+        run = tiny / "run.jsonl"
+        run.write_text(
+            json.dumps(
+                {
+                    "qid": "c1",
+                    "hits": [
+                        {"id": "pkg/a.py::Session.merge", "score": 2.0},
+                        {"id": "pkg/a.py::merge_settings", "score": 1.0},
+                    ],
+                }
+            )
+            + "\n"
+            + json.dumps({"qid": "c2", "hits": [{"id": "pkg/a.py::Session.merge", "score": 5.0}]})
+            + "\n"
+        )
+    proc = run_cli(
+        tiny,
+        f"fixture.path={tiny / 'fx.yaml'}",
+        f"tracking.uri={tracking_uri}",
+        "ranker=runfile",
+        f"ranker.path={run}",
+    )
+    assert proc.returncode == 0, proc.stderr
+    client = client_for(tracking_uri)
+    m = client.search_runs([client.get_experiment_by_name("evalpipe/fx").experiment_id])[0].data.metrics
+    # c1 first hit at rank 2, c2 at rank 1, c3/c4 absent from the run file (empty results).
+    assert m["recall_at_1"] == pytest.approx(0.25) and m["recall_at_5"] == pytest.approx(0.5)
+    assert m["mrr"] == pytest.approx((0.5 + 1.0) / 4)
+    assert m["empty_results"] == 2 and m["retrieval_errors"] == 0
+
+
+def test_runfile_missing_file_exits_2(tiny, tracking_uri):
+    proc = run_cli(
+        tiny,
+        f"fixture.path={tiny / 'fx.yaml'}",
+        f"tracking.uri={tracking_uri}",
+        "ranker=runfile",
+        f"ranker.path={tiny / 'absent.trec'}",
+    )
+    assert proc.returncode == 2 and "absent.trec" in proc.stderr and "Traceback" not in proc.stderr
+    client = client_for(tracking_uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [r.info.status for r in runs] == ["FAILED"]

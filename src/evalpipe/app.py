@@ -183,7 +183,7 @@ def evaluate(cfg: DictConfig) -> float:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(resolved, dict)
     ks = list(cfg.ks)
-    if not ks or not all(isinstance(k, int) and k > 0 for k in ks):
+    if not ks or not all(type(k) is int and k > 0 for k in ks):
         fail(f"ks must be a non-empty list of positive integers, got {ks!r} (e.g. ks=[1,5,20])")
 
     try:

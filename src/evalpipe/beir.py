@@ -8,10 +8,11 @@ metric and report works on it unchanged. Files are streamed once.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from pathlib import Path
 
-from evalpipe.corpus import CorpusError, load_jsonl_corpus
+from evalpipe.corpus import Corpus, CorpusError, file_sha256, load_jsonl_corpus
 from evalpipe.errors import FixtureError
 from evalpipe.fixture import Case, Fixture
 from evalpipe.paths import resolve_path
@@ -65,6 +66,8 @@ def build_cases(
     qrels: dict[str, dict[str, int]], queries: dict[str, str], tiers: dict[str, str], where: str
 ) -> tuple[Case, ...]:
     """One case per judged query with text (BEIR evaluates judged queries only), in qrels order."""
+    if not qrels:
+        raise FixtureError(f"{where}: no judgements (an empty qrels file)")
     missing = [q for q in qrels if q not in queries]
     if len(missing) == len(qrels):
         raise FixtureError(f"{where}: none of the {len(qrels)} judged query ids has a query text")
@@ -73,6 +76,19 @@ def build_cases(
         for qid, judged in qrels.items()
         if qid in queries and queries[qid].strip()
     )
+
+
+def check_judged_ids(cases: tuple[Case, ...], corpus: Corpus, where: Path) -> None:
+    """Relevant IDs missing from the corpus silently cap recall: refuse them."""
+    unknown = sorted({d for c in cases for d, g in c.qrels.items() if g > 0 and d not in corpus})
+    if unknown:
+        raise FixtureError(f"{where}: {len(unknown)} judged doc id(s) not in the corpus, e.g. {unknown[:3]}")
+
+
+def combined_sha256(qrels: Path, queries: Path, corpus: Corpus) -> str:
+    """Identity of the whole collection: a changed qrels or queries file is a different fixture."""
+    parts = [file_sha256(qrels), file_sha256(queries), corpus.sha256]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def load_beir(
@@ -133,4 +149,11 @@ def load_trec(
     except (TrecFormatError, CorpusError) as exc:
         raise FixtureError(str(exc)) from None
     cases = build_cases(judged, read_queries(qpath, set(judged)), read_tiers(tiers), str(rpath))
-    return Fixture(name=name or rpath.stem, cases=cases, corpus=units, source=str(rpath), sha256=units.sha256)
+    check_judged_ids(cases, units, rpath)
+    return Fixture(
+        name=name or rpath.stem,
+        cases=cases,
+        corpus=units,
+        source=str(rpath),
+        sha256=combined_sha256(rpath, qpath, units),
+    )

@@ -157,6 +157,9 @@ def parse_cases(raw_cases: Any, where: str, lines: Sequence[int] = ()) -> list[C
                 f"{at}: empty 'expected' on an answerable case; list the IDs that answer it "
                 "or mark it 'answerability: unanswerable'"
             )
+        citation = raw.get("citation_required", False)
+        if not isinstance(citation, bool):
+            raise FixtureError(f"{at}: citation_required must be true or false, got {citation!r}")
         constraints = raw.get("winnow_constraints") or {}
         if not isinstance(constraints, Mapping):
             raise FixtureError(f"{at}: winnow_constraints must be a mapping like {{language: go}}")
@@ -169,7 +172,7 @@ def parse_cases(raw_cases: Any, where: str, lines: Sequence[int] = ()) -> list[C
                 winnow_constraints=dict(constraints),
                 expected_documents=expected_documents,
                 expected_sections=_str_tuple(raw.get("expected_sections")),
-                citation_required=bool(raw.get("citation_required", False)),
+                citation_required=citation,
                 answerability=answerability,
                 line=line,
             )

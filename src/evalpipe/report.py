@@ -61,9 +61,9 @@ def overall_table(rows: Sequence[ReportRow], ks: Sequence[int]) -> tuple[list[st
             continue
         body.append(
             [r.name]
-            + [pct(s.metric(f"recall_at_{k}")) for k in ks]
+            + [pct(s.overall[f"recall_at_{k}"]) if f"recall_at_{k}" in s.overall else DASH for k in ks]
             + [
-                f"{s.metric('mrr'):.3f}",
+                f"{s.overall['mrr']:.3f}" if "mrr" in s.overall else DASH,
                 str(s.latency_us[0]),
                 str(s.latency_us[1]),
                 str(s.latency_us[2]),

@@ -7,6 +7,7 @@ those into metrics is `scoring`'s job, so a logged run can be re-scored later.
 from __future__ import annotations
 
 import resource
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,8 +30,9 @@ class PreparedRanker:
 
 
 def peak_memory_mb() -> float:
-    """Peak resident memory of this process so far (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Peak resident memory of this process so far (ru_maxrss: KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0
 
 
 def prepare_ranker(ranker: Any, corpus: Corpus) -> PreparedRanker:

@@ -89,13 +89,17 @@ def score_results(
     rel = metrics.relevance_matrix(ranked, qrels, depth)
     first_rank = metrics.first_hit_rank(rel)
 
-    overall = dict(metrics.aggregate(per_case))
+    # Ranking metrics average over cases that have a relevant ID, as trec_eval does;
+    # unanswerable cases are judged by the RAG measures (did the ranker return nothing?).
+    answerable = rel.n_rel > 0
+    overall = dict(metrics.aggregate(per_case, answerable))
     tier_of = np.array([r.tier for r in results], dtype=object)
     tier_names = list(tiers) if tiers is not None else list(dict.fromkeys(r.tier for r in results))
     per_tier = {}
     for tier in tier_names:
         mask = tier_of == tier
-        figures = dict(metrics.aggregate(per_case, mask)) if mask.any() else {}
+        scored = mask & answerable
+        figures = dict(metrics.aggregate(per_case, scored)) if scored.any() else {}
         figures["cases"] = float(mask.sum())
         per_tier[tier] = figures
 
@@ -109,8 +113,8 @@ def score_results(
             r.ranked_ids,
             r.error,
         )
-        for r, rank in zip(results, first_rank, strict=True)
-        if rank != 1
+        for r, rank, ok in zip(results, first_rank, answerable, strict=True)
+        if ok and rank != 1
     )
     lat = metrics.latency_percentiles(np.array([r.latency_us for r in results], dtype=np.int64))
     n = len(results)
@@ -120,6 +124,7 @@ def score_results(
     overall.update(
         {
             "cases": float(n),
+            "answerable_cases": float(answerable.sum()),
             "latency_p50_us": float(lat[0]),
             "latency_p95_us": float(lat[1]),
             "latency_max_us": float(lat[2]),

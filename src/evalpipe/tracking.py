@@ -1,7 +1,7 @@
 """Everything that talks to MLflow: the store, experiments, runs, batched logging.
 
-Uses an explicit `MlflowClient` bound to one tracking URI so tests, sweeps and
-parallel jobs never depend on global state. SQLite stores are created once, by
+Uses an explicit `MlflowClient` bound to one tracking URI; the global URI is also
+set, because `mlflow.log_table` only logs through it. SQLite stores are created once, by
 whoever calls `ensure_store` first (the parent of a sweep), because several
 processes creating a fresh SQLite store at the same time corrupt it.
 """
