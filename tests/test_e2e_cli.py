@@ -164,6 +164,7 @@ def test_function_plugin(tiny, tracking_uri):
         (["ranker.method=nosuch"], "nosuch"),
         (["+ranker.bogus=1"], "bogus"),
         (["tracking.uri=some/dir"], "file-store path"),
+        (["ranker=runfile"], "missing value for ranker.path"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tiny, tracking_uri, args, needle):

@@ -53,7 +53,7 @@ def test_unanswerable_cases_are_left_out_of_ranking_metrics_and_scored_by_rag():
     ]
     s = score_results(results, [1, 5], units=UNITS)
     # Answerable: c1 (first hit at rank 2), c2 (empty), c5 (error) -> R@1 0/3, R@5 1/3, MRR (1/2)/3.
-    assert s.overall["answerable_cases"] == 3 and s.overall["cases"] == 5
+    assert s.overall["judged_cases"] == 3 and s.overall["cases"] == 5
     assert s.overall["recall_at_1"] == 0.0
     assert s.overall["recall_at_5"] == pytest.approx(1 / 3)
     assert s.overall["mrr"] == pytest.approx(1 / 6)

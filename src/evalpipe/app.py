@@ -27,7 +27,7 @@ from evalpipe.scoring import RunScores, flat_metrics, score_results
 from evalpipe.tokens import get_token_counter
 
 # Keys that change where/how a run is recorded, not what is measured.
-NON_MEASURING_KEYS = ("tracking", "run_name", "force", "progress", "sweep")
+NON_MEASURING_KEYS = ("tracking", "run_name", "force", "progress", "plots", "sweep")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -59,11 +59,24 @@ def hydra_context() -> tuple[str, list[str], Path | None]:
     return choice, list(hc.overrides.task), Path(hc.runtime.output_dir)
 
 
+def missing_values(node: Any, prefix: str = "") -> list[str]:
+    """Dotted keys still set to `???` (a value the user must give)."""
+    out: list[str] = []
+    if isinstance(node, DictConfig):
+        for key in node:
+            if OmegaConf.is_missing(node, key):
+                out.append(f"{prefix}{key}")
+            else:
+                out += missing_values(node._get_node(key), f"{prefix}{key}.")
+    return out
+
+
 def experiment_name(cfg: DictConfig) -> str:
     """`<prefix>/<fixture name>`, known from config alone so a sweep's parent can name it before any job."""
     if cfg.tracking.get("experiment"):
         return str(cfg.tracking.experiment)
-    fixture = cfg.fixture.get("name") or Path(str(cfg.fixture.get("path") or "fixture")).stem
+    source = cfg.fixture.get("path") or cfg.fixture.get("qrels") or "fixture"
+    fixture = cfg.fixture.get("name") or Path(str(source)).stem
     return f"{cfg.tracking.experiment_prefix}/{fixture}"
 
 
@@ -118,9 +131,6 @@ def measure(
 
     ks = list(cfg.ks)
     figures = {"index_build_seconds": prepared.build_seconds, "corpus_units": float(len(fixture.corpus))}
-    for key, value in prepared.stats.items():
-        if isinstance(value, bool | int | float):
-            figures[f"index/{key}"] = float(value)
     results: list[CaseResult] = []
     scores = None
     if not prepared.skipped:
@@ -141,7 +151,18 @@ def measure(
             units={u.id: u for u in fixture.corpus} if any(r.labels for r in results) else None,
         )
     figures["peak_memory_mb"] = peak_memory_mb()
+    for key, value in run_stats(prepared).items():
+        if isinstance(value, bool | int | float):
+            figures[f"index/{key}"] = float(value)
     return results, scores, figures
+
+
+def run_stats(prepared: PreparedRanker) -> dict[str, Any]:
+    """Build figures plus what the ranker counted while serving (e.g. cases missing from a run file)."""
+    stats = dict(prepared.stats)
+    if not prepared.skipped and hasattr(prepared.ranker, "stats"):
+        stats.update(prepared.ranker.stats())
+    return stats
 
 
 def run_files(
@@ -172,6 +193,20 @@ def run_files(
     return files
 
 
+def log_plots(tracker, run_id: str, scores: RunScores, results: list[CaseResult], err) -> None:
+    """Recall@K curve, per-tier bars and latency histogram; a figure never costs a finished run."""
+    from evalpipe import tracking
+    from evalpipe.plots import run_plots
+
+    try:
+        files = run_plots(scores, [r.latency_us for r in results])
+    except Exception as exc:
+        err.print(f"[yellow]plots skipped:[/] {type(exc).__name__}: {exc}")
+        return
+    if files:
+        tracking.log_artifact_files(tracker, run_id, files, subdir="plots")
+
+
 def evaluate(cfg: DictConfig) -> float:
     """Run one evaluation and return `cfg.objective` (so sweepers can optimise it)."""
     from hydra.errors import InstantiationException
@@ -180,7 +215,13 @@ def evaluate(cfg: DictConfig) -> float:
 
     console = Console(width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    missing = missing_values(cfg)
+    if missing:
+        fail(f"missing value for {', '.join(missing)}: give it on the command line, e.g. {missing[0]}=...")
+    try:
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+    except Exception as exc:  # an interpolation that cannot resolve (e.g. ${oc.env:...} unset)
+        fail(f"cannot resolve the config: {exc}")
     assert isinstance(resolved, dict)
     ks = list(cfg.ks)
     if not ks or not all(type(k) is int and k > 0 for k in ks):
@@ -255,7 +296,7 @@ def evaluate(cfg: DictConfig) -> float:
                 for name, content in files.items():
                     (out_dir / name).write_text(content, encoding="utf-8")
             run_tags = {
-                f"index.{k}": str(v) for k, v in prepared.stats.items() if not isinstance(v, int | float)
+                f"index.{k}": str(v) for k, v in run_stats(prepared).items() if not isinstance(v, int | float)
             }
             if prepared.skipped:
                 run_tags["evalpipe.skipped"] = prepared.skipped[:5000]
@@ -268,6 +309,8 @@ def evaluate(cfg: DictConfig) -> float:
             )
             if scores is not None:
                 tracking.log_table(tracker, run_id, case_table(results, scores), "cases.json")
+                if cfg.get("plots", True):
+                    log_plots(tracker, run_id, scores, results, err)
     except (EvalpipeError, FileNotFoundError) as exc:  # found while building the index: bad input
         fail(str(exc))
 

@@ -157,6 +157,7 @@ class EmbeddingCache:
                 write(fh)
                 fh.flush()
                 os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)  # mkstemp makes 0600; a shared cache must be readable by others
             os.replace(tmp, final)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

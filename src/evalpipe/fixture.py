@@ -182,7 +182,8 @@ def parse_cases(raw_cases: Any, where: str, lines: Sequence[int] = ()) -> list[C
 
 def check_against_corpus(cases: Sequence[Case], corpus: Corpus, where: str) -> None:
     """Every expected ID (and expected document) must exist in the corpus."""
-    documents = {str(u.get("document_id")) for u in corpus if u.get("document_id") is not None}
+    # A unit without document_id is a whole document (as the RAG measures read it).
+    documents = {str(u.get("document_id") or u.id) for u in corpus}
     for case in cases:
         loc = f"{where}:{case.line}" if case.line else where
         missing = [d for d in case.qrels if d not in corpus]

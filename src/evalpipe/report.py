@@ -45,7 +45,7 @@ def tier_columns(rows: Sequence[ReportRow], tier_counts: Mapping[str, int] | Non
     return list(STOCK_TIERS) + sorted(seen - set(STOCK_TIERS))
 
 
-def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("-" * (len(h) + 2) for h in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in body]
     return lines
@@ -87,8 +87,8 @@ def tier_table(
         body.append(
             [r.name]
             + [
-                pct(r.scores.metric(f"recall_at_{k}", t))
-                if r.scores.per_tier.get(t, {}).get("cases")
+                pct(r.scores.per_tier[t][f"recall_at_{k}"])
+                if f"recall_at_{k}" in r.scores.per_tier.get(t, {})
                 else DASH
                 for t in tiers
             ]
@@ -134,8 +134,8 @@ def tier_detail_table(
                 continue
             body.append(
                 [r.name, t, f"{figures['cases']:.0f}"]
-                + [pct(figures.get(f"recall_at_{k}", 0.0)) for k in ks]
-                + [f"{figures.get('mrr', 0.0):.3f}"]
+                + [pct(figures[f"recall_at_{k}"]) if f"recall_at_{k}" in figures else DASH for k in ks]
+                + [f"{figures['mrr']:.3f}" if "mrr" in figures else DASH]
             )
     return header, body
 
@@ -175,25 +175,31 @@ def markdown_report(
 ) -> str:
     """The diffable Markdown report: overall, per tier, IR metrics, RAG measures."""
     ks = sorted(ks)
-    cases = sum(tier_counts.values())
     out = ["# evalpipe retrieval report", ""]
     rev = f" · rev: `{revision}`" if revision else ""
-    out += [f"_Fixture: `{fixture}`{rev} · {cases} cases_", ""]
+    out += [f"_Fixture: `{fixture}`{rev} · {case_count(rows, tier_counts)}_", ""]
     out += ["Tier distribution:" + "".join(f" `{t}`={n}" for t, n in sorted(tier_counts.items())), ""]
-    out += ["## Overall", ""] + _table(*overall_table(rows, ks)) + [""]
+    out += ["## Overall", ""] + markdown_table(*overall_table(rows, ks)) + [""]
     tiers = tier_columns(rows, tier_counts)
-    out += [f"## Per tier (R@{tier_k(ks)})", ""] + _table(*tier_table(rows, ks, tiers)) + [""]
-    out += ["## Per tier, all cutoffs", ""] + _table(*tier_detail_table(rows, ks, tiers)) + [""]
+    out += [f"## Per tier (R@{tier_k(ks)})", ""] + markdown_table(*tier_table(rows, ks, tiers)) + [""]
+    out += ["## Per tier, all cutoffs", ""] + markdown_table(*tier_detail_table(rows, ks, tiers)) + [""]
     ir = ir_table(rows, ks)
     if ir:
-        out += ["## Standard IR metrics", ""] + _table(*ir) + [""]
+        out += ["## Standard IR metrics", ""] + markdown_table(*ir) + [""]
     rt = rag_table(rows)
     if rt:
-        out += ["## RAG quality", ""] + _table(*rt) + [""]
+        out += ["## RAG quality", ""] + markdown_table(*rt) + [""]
     all_notes = list(notes) + [f"{r.name}: {n}" for r in sorted(rows, key=lambda r: r.name) for n in r.notes]
     if all_notes:
         out += ["## Notes", ""] + [f"- {n}" for n in all_notes] + [""]
     return "\n".join(out)
+
+
+def case_count(rows: Sequence[ReportRow], tier_counts: Mapping[str, int]) -> str:
+    """'N cases', plus how many were judged when unanswerable cases are left out of the means."""
+    total = sum(tier_counts.values())
+    judged = {int(r.scores.overall.get("judged_cases", total)) for r in rows if r.scores is not None}
+    return f"{total} cases" + (f", {judged.pop()} judged" if len(judged) == 1 and total not in judged else "")
 
 
 def print_tables(
@@ -210,7 +216,7 @@ def print_tables(
     ks = sorted(ks)
     tiers = tier_columns(rows, tier_counts)
     sections = [
-        (f"{fixture}: overall ({sum(tier_counts.values())} cases)", overall_table(rows, ks)),
+        (f"{fixture}: overall ({case_count(rows, tier_counts)})", overall_table(rows, ks)),
         ("per tier", tier_detail_table(rows, ks, tiers)),
     ]
     ir = ir_table(rows, ks)

@@ -80,19 +80,6 @@ def as_hits(raw: Iterable[Any]) -> list[Hit]:
     return hits
 
 
-def canonical_order(hits: list[Hit]) -> list[Hit]:
-    """Order hits the way trec_eval will read them back (score desc, then id desc).
-
-    Only equal-score ties can move, so a ranker's order is otherwise kept; doing
-    it here makes metrics computed in-process equal trec_eval's on `run.trec`.
-    Lists without scores are kept as returned.
-    """
-    if not hits or any(h.score is None for h in hits):
-        return hits
-    by_id_desc = sorted(hits, key=lambda h: h.id, reverse=True)
-    return sorted(by_id_desc, key=lambda h: -h.score)  # type: ignore[operator]  # stable: ties keep id desc
-
-
 def run_case(
     ranker: Any, case: Case, k: int, corpus: Corpus | None, count_tokens: Callable[[str], int]
 ) -> CaseResult:
@@ -115,7 +102,7 @@ def run_case(
         hits = [h for h in hits if corpus.allows(h.id, constraints)]
     seen: set[str] = set()
     hits = [h for h in hits if not (h.id in seen or seen.add(h.id))]  # first occurrence wins
-    hits = canonical_order(hits)[:k]
+    hits = hits[:k]
     payload = "".join(h.id + "\n" for h in hits)
     return CaseResult(
         case_id=case.id,

@@ -89,9 +89,10 @@ def score_results(
     rel = metrics.relevance_matrix(ranked, qrels, depth)
     first_rank = metrics.first_hit_rank(rel)
 
-    # Ranking metrics average over cases that have a relevant ID, as trec_eval does;
-    # unanswerable cases are judged by the RAG measures (did the ranker return nothing?).
-    answerable = rel.n_rel > 0
+    # Ranking metrics average over judged cases (at least one expected/qrels entry), the
+    # queries trec_eval evaluates; unanswerable cases (no expected IDs) are judged by the
+    # RAG measures instead (did the ranker correctly return nothing?).
+    answerable = np.array([len(r.qrels) > 0 for r in results], dtype=bool)
     overall = dict(metrics.aggregate(per_case, answerable))
     tier_of = np.array([r.tier for r in results], dtype=object)
     tier_names = list(tiers) if tiers is not None else list(dict.fromkeys(r.tier for r in results))
@@ -124,7 +125,7 @@ def score_results(
     overall.update(
         {
             "cases": float(n),
-            "answerable_cases": float(answerable.sum()),
+            "judged_cases": float(answerable.sum()),
             "latency_p50_us": float(lat[0]),
             "latency_p95_us": float(lat[1]),
             "latency_max_us": float(lat[2]),

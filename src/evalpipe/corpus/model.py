@@ -33,8 +33,8 @@ class Unit:
     """One retrievable unit.
 
     `relations` maps a relation kind (contains, calls, imports, inherits) to the
-    IDs of other units (or, for calls/imports that could not be resolved, the
-    bare dotted name) so graph rankers can walk them.
+    IDs of other units in the corpus (unresolvable targets are dropped), so graph
+    rankers can walk them.
     """
 
     id: str

@@ -166,8 +166,7 @@ def top_k(
 ) -> list[Hit]:
     """Top-k rows of `scores` as hits; rows outside `mask`, below `min_score` or non-finite never appear.
 
-    Ties are broken by corpus order so a ranking is reproducible run to run (the runner
-    then orders equal scores by ID descending, as trec_eval reads a run file).
+    Ties are broken by corpus order so a ranking is reproducible run to run.
     """
     scores = scores.astype(np.float64, copy=True)
     if mask is not None:

@@ -1,0 +1,267 @@
+"""Hydra callback that turns a multirun into one MLflow parent run with a summary of every point.
+
+Why a callback and not code in the task: only the multirun *parent* process sees
+the whole sweep. It creates the store and experiment once (several jobs creating
+a fresh SQLite store at the same time corrupt it), opens the parent run before
+any job starts, and hands its ID to the jobs through the environment (inherited
+by the basic launcher's in-process jobs and by joblib/loky and local Ray workers).
+Jobs tag themselves as children (`evalpipe.sweep.job_context`). At the end the
+parent collects the children and the runs reused by resume and logs
+summary.md / summary.csv / plots and best/<metric>.
+
+Single runs are untouched: only on_multirun_start/on_multirun_end act. If the
+sweep aborts (Hydra's basic sweeper raises after a failed job, skipping
+on_multirun_end; Ctrl-C), an atexit hook still writes what finished and marks
+the parent FAILED/KILLED, so it is never left RUNNING.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import sys
+import time
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from evalpipe.sweep import PARENT_ENV, ROLE_TAG, SWEEP_ENV, SWEEP_TAG
+
+URI_ENV = "MLFLOW_TRACKING_URI"
+ENV_KEYS = (PARENT_ENV, SWEEP_ENV, URI_ENV)
+ABORT_NOTE = "The sweep stopped early (a job failed or was interrupted); points not listed did not run."
+
+
+def _sweep_name(config: DictConfig) -> str:
+    sweep = config.get("sweep")
+    if isinstance(sweep, DictConfig) and sweep.get("name"):
+        return str(sweep.name)
+    return ""
+
+
+def _param_key(key: str) -> str:
+    """An override key as an MLflow param name (`+sweep` -> `sweep`; odd characters -> `_`)."""
+    return re.sub(r"[^A-Za-z0-9_\-. /:]", "_", key.strip().lstrip("+~"))
+
+
+def _sweeper_spec(config: DictConfig) -> tuple[dict[str, str], list[str]]:
+    """({key: spec} of the sweeper's params, command-line task overrides)."""
+    hydra_cfg = config.hydra
+    params = hydra_cfg.sweeper.get("params")
+    spec = {}
+    if isinstance(params, DictConfig):
+        spec = {str(k): str(v) for k, v in OmegaConf.to_container(params, resolve=True).items()}
+    task = [str(x) for x in OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False)]
+    return spec, task
+
+
+class MLflowSweepCallback(Callback):
+    """Parent MLflow run per multirun; summary, best points and plots when it ends.
+
+    `plot_metrics` picks the metrics drawn over each swept parameter (default:
+    the objective and mrr).
+    """
+
+    def __init__(self, plot_metrics: list[str] | None = None) -> None:
+        self.plot_metrics = list(plot_metrics or [])
+        self._reset()
+
+    def _reset(self) -> None:
+        self._uri: str | None = None
+        self._parent: str | None = None
+        self._sweep_id = ""
+        self._sweep_dir = ""
+        self._keys: list[str] = []
+        self._objective = "recall_at_5"
+        self._started = 0.0
+        self._saved_env: dict[str, str | None] = {}
+        self._config: DictConfig | None = None
+
+    # Hydra pickles the callbacks with the job context for joblib/Ray workers: ship an inert copy.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"plot_metrics": self.plot_metrics}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.plot_metrics = list(state.get("plot_metrics") or [])
+        self._reset()
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # Hydra turns a callback's exception into a warning and runs the jobs anyway, each then
+        # racing to create the store: stop the sweep instead (SystemExit is not caught).
+        try:
+            self._start(config)
+        except SystemExit:
+            raise
+        except Exception as exc:
+            print(f"evalpipe: error: cannot start the sweep: {type(exc).__name__}: {exc}", file=sys.stderr)
+            self._finish(aborted="FAILED")
+            raise SystemExit(2) from None
+
+    def _start(self, config: DictConfig) -> None:
+        from evalpipe import tracking
+        from evalpipe.app import experiment_name
+        from evalpipe.errors import EvalpipeError
+        from evalpipe.sweep import sweep_id_for
+        from evalpipe.sweep_summary import swept_keys
+
+        # Resolving now also pins ${now:...} in the sweep dir: Hydra copies this config's
+        # resolver cache into every job, so parent and jobs agree on the dir and its sweep ID.
+        self._sweep_dir = os.path.abspath(str(config.hydra.sweep.dir))
+        self._sweep_id = sweep_id_for(self._sweep_dir)
+        self._objective = str(config.get("objective") or "recall_at_5")
+        spec, task = _sweeper_spec(config)
+        self._keys = swept_keys(spec, task)
+        try:
+            tracker = tracking.ensure_store(str(config.tracking.uri))
+            experiment = experiment_name(config)
+            experiment_id = tracking.ensure_experiment(tracker, experiment)
+        except EvalpipeError as exc:
+            print(f"evalpipe: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        except Exception as exc:
+            print(
+                f"evalpipe: error: cannot open MLflow store {config.tracking.uri!r}: "
+                f"{type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
+            raise SystemExit(2) from None
+        sweeper = str(config.hydra.sweeper.get("_target_", "")).rsplit(".", 1)[-1]
+        launcher = str(config.hydra.launcher.get("_target_", "")).rsplit(".", 1)[-1]
+        name = _sweep_name(config)
+        tags = {
+            ROLE_TAG: "parent",
+            SWEEP_TAG: self._sweep_id,
+            "evalpipe.sweep_dir": self._sweep_dir,
+            "evalpipe.sweeper": sweeper,
+            "evalpipe.launcher": launcher,
+            "evalpipe.objective": self._objective,
+            "evalpipe.swept_keys": ",".join(self._keys),
+        }
+        run = tracker.client.create_run(
+            experiment_id, run_name=f"{name or 'sweep'} {self._sweep_id}", tags=tags
+        )
+        self._parent = run.info.run_id
+        self._uri = tracker.uri
+        params = {f"sweep.{_param_key(k)}": v for k, v in spec.items()}
+        for item in task:
+            key, _, value = item.partition("=")
+            key = _param_key(key)
+            params[f"{'sweep' if key in self._keys else 'override'}.{key}"] = value
+        for key in ("n_trials", "n_jobs", "direction"):
+            if config.hydra.sweeper.get(key) is not None:
+                params[f"sweeper.{key}"] = str(config.hydra.sweeper.get(key))
+        params["objective"] = self._objective
+        tracking.log_batch(tracker, self._parent, params=params)
+
+        self._started = time.time()
+        self._config = config
+        new_env = {PARENT_ENV: self._parent, SWEEP_ENV: self._sweep_id, URI_ENV: tracker.uri}
+        self._saved_env = {k: os.environ.get(k) for k in new_env}
+        os.environ.update(new_env)
+        atexit.register(self._on_abort)
+        print(
+            f"[evalpipe] sweep {self._sweep_id}: parent run {self._parent} in experiment {experiment!r}",
+            file=sys.stderr,
+        )
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        atexit.unregister(self._on_abort)
+        self._finish(aborted=None)
+
+    def _on_abort(self) -> None:
+        """atexit: the sweep ended without on_multirun_end (a job failed, Ctrl-C, SystemExit)."""
+        self._finish(aborted="FAILED")
+
+    def _finish(self, aborted: str | None) -> None:
+        if self._parent is None or self._uri is None:
+            return
+        from evalpipe import tracking
+
+        parent, uri = self._parent, self._uri
+        self._parent = None
+        status = aborted or "FINISHED"
+        tracker = None
+        try:
+            tracker = tracking.ensure_store(uri)
+            failed = self._write_summary(tracker, parent, aborted)
+            if failed and status == "FINISHED":
+                status = "FAILED"
+        except Exception as exc:  # the summary is a convenience: never leave the parent RUNNING for it
+            print(
+                f"[evalpipe] warning: sweep summary not written: {type(exc).__name__}: {exc}", file=sys.stderr
+            )
+            status = aborted or "FAILED"
+        finally:
+            try:
+                if tracker is None:
+                    tracker = tracking.ensure_store(uri)
+                tracker.client.set_terminated(parent, status=status)
+            finally:
+                for key, value in self._saved_env.items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
+                self._saved_env = {}
+        print(f"[evalpipe] sweep {self._sweep_id}: parent run {parent} {status}", file=sys.stderr)
+
+    def _write_summary(self, tracker: Any, parent: str, aborted: str | None = None) -> int:
+        """Log summary.md, summary.csv, plots and best/<metric>; return the number of failed points."""
+        from pathlib import Path
+
+        from evalpipe import tracking
+        from evalpipe.plots import sweep_plots
+        from evalpipe.sweep_summary import (
+            best_metric_names,
+            best_points,
+            collect_rows,
+            summary_csv,
+            summary_markdown,
+        )
+
+        # 1 s slack: file mtimes can be coarser than time.time().
+        rows = collect_rows(tracker.client, parent, self._sweep_dir, self._keys, since=self._started - 1.0)
+        best = best_points(rows, best_metric_names(rows, self._objective))
+        failed = sum(r.status == "FAILED" for r in rows)
+        metrics = {f"best/{name}": row.metrics[name] for name, row in best.items()}
+        metrics.update(
+            {
+                "sweep/points": float(len(rows)),
+                "sweep/failed": float(failed),
+                "sweep/reused": float(sum(r.status == "REUSED" for r in rows)),
+            }
+        )
+        tags = {f"best/{name}.run_id": row.run_id for name, row in best.items()}
+        tracking.log_batch(tracker, parent, metrics=metrics, tags=tags)
+        name = _sweep_name(self._config) if self._config is not None else ""
+        files: dict[str, str | bytes] = {
+            "summary.md": summary_markdown(
+                rows,
+                self._keys,
+                self._objective,
+                self._sweep_id,
+                name,
+                note=ABORT_NOTE if aborted else "",
+            ),
+            "summary.csv": summary_csv(rows, self._keys),
+        }
+        for extra in ("multirun.yaml", "optimization_results.yaml"):  # Hydra's, and Optuna's best point
+            path = Path(self._sweep_dir) / extra
+            if path.is_file():
+                files[extra] = path.read_text(encoding="utf-8")
+        tracking.log_artifact_files(tracker, parent, files)
+        plot_metrics = self.plot_metrics or [self._objective, "mrr"]
+        try:
+            plots = sweep_plots(rows, plot_metrics)
+        except Exception as exc:  # a plot must not cost the summary
+            print(f"[evalpipe] warning: sweep plots skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
+            plots = {}
+        if plots:
+            tracking.log_artifact_files(tracker, parent, plots, subdir="plots")
+        out = Path(self._sweep_dir)
+        if out.is_dir():  # a local copy beside Hydra's multirun.yaml
+            for fname in ("summary.md", "summary.csv"):
+                (out / fname).write_text(str(files[fname]), encoding="utf-8")
+        return failed

@@ -1,0 +1,513 @@
+"""`evalpipe compare`: are the differences between runs real? Paired statistics over shared cases.
+
+Means alone mislead on a fixture of a few hundred queries: two BM25 settings
+0.8 points apart in recall@5 are usually the same system. Every run logs its
+per-case values (the `cases.json` table), so we align the runs case by case
+and report, per metric, each run's mean with a bootstrap CI, and against a
+baseline the paired bootstrap CI of the difference and a paired randomization
+p-value (see `evalpipe.stats` for the methods). p-values are per comparison,
+not corrected for multiple comparisons: with many runs and metrics expect some
+p < 0.05 by chance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evalpipe.errors import EvalpipeError
+
+CASES_ARTIFACT = "cases.json"
+EXCLUDED_ROLES = ("parent", "compare")
+EXAMPLES = """\
+examples:
+  evalpipe compare --experiment evalpipe/gold
+  evalpipe compare --sweep 3f2a9c1d0b7e --metrics recall_at_5 mrr --baseline "bm25 k1=1.2 b=0.75"
+  evalpipe compare --runs 1a2b... 3c4d... --resamples 20000 --markdown compare.md --log
+  python -m evalpipe compare --tracking-uri http://127.0.0.1:5000 --experiment evalpipe/scifact
+
+Each run must have the per-case table cases.json (every evalpipe run logs it).
+Runs are compared on the cases present in all of them. Exit status: 0 done, 2 bad input.
+"""
+
+
+class CompareError(EvalpipeError):
+    """Bad input to `evalpipe compare` (unknown run, no cases.json, no common cases): exit 2."""
+
+
+@dataclass(frozen=True)
+class RunCases:
+    """One run's per-case values: {metric: {case_id: value}} plus what identifies the run."""
+
+    run_id: str
+    name: str
+    values: Mapping[str, Mapping[str, float]]
+    start_time: int = 0
+    objective: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.run_id[:8]})" if self.name else self.run_id[:8]
+
+    @property
+    def case_ids(self) -> list[str]:
+        first = next(iter(self.values.values()), {})
+        return list(first)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One (metric, run) cell: mean and CI; against the baseline the paired diff, its CI and p."""
+
+    metric: str
+    run: RunCases
+    mean: float
+    lo: float
+    hi: float
+    is_baseline: bool = False
+    diff: float | None = None
+    diff_lo: float | None = None
+    diff_hi: float | None = None
+    p_value: float | None = None
+    significant: bool = False
+
+
+@dataclass(frozen=True)
+class Result:
+    comparisons: list[Comparison]
+    baseline: RunCases
+    runs: list[RunCases]
+    cases: list[str]
+    metrics: list[str]
+    warnings: list[str] = field(default_factory=list)
+
+
+def common_cases(runs: Sequence[RunCases]) -> tuple[list[str], list[str]]:
+    """Case IDs present in every run (in the first run's order) and a warning per run that has others."""
+    shared = set(runs[0].case_ids)
+    for run in runs[1:]:
+        shared &= set(run.case_ids)
+    ordered = [c for c in runs[0].case_ids if c in shared]
+    warnings = []
+    for run in runs:
+        extra = [c for c in run.case_ids if c not in shared]
+        if extra:
+            warnings.append(
+                f"run {run.label} has {len(extra)} case(s) not in every run (e.g. {extra[0]!r}); "
+                f"they are left out"
+            )
+    return ordered, warnings
+
+
+def default_metrics(runs: Sequence[RunCases]) -> list[str]:
+    """The baseline's objective, then recall_at_K, mrr and ndcg_at_K: those every run has."""
+    shared = set(runs[0].values)
+    for run in runs[1:]:
+        shared &= set(run.values)
+
+    def at(family: str) -> list[str]:
+        pattern = re.compile(rf"^{family}_at_(\d+)$")
+        ks = sorted(int(m.group(1)) for name in shared if (m := pattern.match(name)))
+        return [f"{family}_at_{k}" for k in ks]
+
+    names = [runs[0].objective] if runs[0].objective else []
+    names += at("recall") + ["mrr"] + at("ndcg")
+    return [n for n in dict.fromkeys(names) if n in shared]
+
+
+def compare_runs(
+    runs: Sequence[RunCases],
+    baseline: int = 0,
+    metrics: Sequence[str] | None = None,
+    resamples: int = 10000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> Result:
+    """Align `runs` on their common cases and compare each with `runs[baseline]`, metric by metric.
+
+    CIs are at level 1 - alpha, so a difference whose CI excludes 0 and a p < alpha mostly agree.
+    """
+    from evalpipe.stats import bootstrap_ci, paired_bootstrap_ci_diff, paired_randomization_test
+
+    if not runs:
+        raise CompareError("no runs selected")
+    if not 0.0 < alpha < 1.0:
+        raise CompareError(f"--alpha must be between 0 and 1, got {alpha}")
+    if resamples < 1:
+        raise CompareError(f"--resamples must be >= 1, got {resamples}")
+    base = runs[baseline]
+    ordered = [base] + [r for i, r in enumerate(runs) if i != baseline]
+    cases, warnings = common_cases(ordered)
+    if not cases:
+        raise CompareError(
+            "the selected runs share no case IDs; compare runs of the same fixture "
+            f"({', '.join(r.label for r in ordered)})"
+        )
+    metrics = list(metrics) if metrics else default_metrics(ordered)
+    if not metrics:
+        raise CompareError("no metric is present in every run; name them with --metrics")
+    for run in ordered:
+        missing = [m for m in metrics if m not in run.values]
+        if missing:
+            available = ", ".join(sorted(run.values)[:12])
+            raise CompareError(f"run {run.label} has no per-case {missing[0]!r}; available: {available}")
+    confidence = 1.0 - alpha
+    out = []
+    for metric in metrics:
+        arrays = [np.array([r.values[metric][c] for c in cases], dtype=np.float64) for r in ordered]
+        for run, values in zip(ordered, arrays, strict=True):
+            mean, lo, hi = bootstrap_ci(values, resamples, confidence, seed)
+            if run is base:
+                out.append(Comparison(metric, run, mean, lo, hi, is_baseline=True))
+                continue
+            diff, dlo, dhi = paired_bootstrap_ci_diff(values, arrays[0], resamples, confidence, seed)
+            p = paired_randomization_test(values, arrays[0], resamples, seed)
+            out.append(Comparison(metric, run, mean, lo, hi, False, diff, dlo, dhi, p, p < alpha))
+    return Result(out, base, ordered, cases, metrics, warnings)
+
+
+# --- reading runs from MLflow ---------------------------------------------------------------
+
+
+def open_tracker(uri: str | None) -> Any:
+    """A tracker on an existing store; never creates one (a typo must not leave an empty database)."""
+    from evalpipe import tracking
+
+    resolved = tracking.normalise_uri(uri)
+    db = tracking.sqlite_path(resolved)
+    if db is not None and not db.is_file():
+        raise CompareError(f"no MLflow store at {db} (pass --tracking-uri or set MLFLOW_TRACKING_URI)")
+    try:
+        return tracking.ensure_store(resolved)
+    except Exception as exc:
+        raise CompareError(f"cannot open MLflow store {resolved!r}: {type(exc).__name__}: {exc}") from None
+
+
+def _search(client: Any, experiment_ids: list[str], filter_string: str = "") -> list[Any]:
+    runs: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs(
+            experiment_ids, filter_string=filter_string, max_results=1000, page_token=token
+        )
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def _get_run(client: Any, run_id: str) -> Any:
+    try:
+        return client.get_run(run_id)
+    except Exception:
+        raise CompareError(f"unknown run ID {run_id!r} in this tracking store") from None
+
+
+def select_runs(client: Any, args: argparse.Namespace) -> tuple[list[Any], list[str]]:
+    """MLflow runs chosen by --runs / --experiment / --sweep (oldest first) and notes on runs left out."""
+    notes: list[str] = []
+    if args.runs:
+        runs = [_get_run(client, rid) for rid in dict.fromkeys(args.runs)]
+    elif args.experiment:
+        exp = client.get_experiment_by_name(args.experiment)
+        if exp is None:
+            names = sorted(e.name for e in client.search_experiments())
+            raise CompareError(
+                f"unknown experiment {args.experiment!r}; known: {', '.join(names) or '(none)'}"
+            )
+        runs = _search(client, [exp.experiment_id], "attributes.status = 'FINISHED'")
+        runs = [r for r in runs if r.data.tags.get("evalpipe.role") not in EXCLUDED_ROLES]
+        if not runs:
+            raise CompareError(f"experiment {args.experiment!r} has no FINISHED evaluation runs")
+    else:
+        from evalpipe.sweep_summary import sweep_run_ids
+
+        ids = sweep_run_ids(client, args.sweep)
+        if not ids:
+            raise CompareError(
+                f"no finished runs for sweep {args.sweep!r} (the ID is the evalpipe.sweep_id tag "
+                "of the sweep's parent run)"
+            )
+        runs = [_get_run(client, rid) for rid in ids]
+    if not args.runs:
+        skipped = [r for r in runs if r.data.tags.get("evalpipe.skipped")]
+        for r in skipped:
+            notes.append(f"left out {r.info.run_name} ({r.info.run_id[:8]}): its ranker was skipped")
+        runs = [r for r in runs if not r.data.tags.get("evalpipe.skipped")]
+    runs.sort(key=lambda r: (r.info.start_time or 0, r.info.run_id))
+    return runs, notes
+
+
+def load_cases(client: Any, run: Any) -> RunCases:
+    """The run's cases.json as {metric: {case_id: value}} (every numeric column except bookkeeping)."""
+    label = f"{run.info.run_name} ({run.info.run_id})"
+    with tempfile.TemporaryDirectory(prefix="evalpipe-compare-") as tmp:
+        try:
+            path = client.download_artifacts(run.info.run_id, CASES_ARTIFACT, tmp)
+            table = json.loads(Path(path).read_text(encoding="utf-8"))
+        except Exception:
+            raise CompareError(
+                f"run {label} has no {CASES_ARTIFACT} artifact (per-case table); "
+                "re-run it with a current evalpipe or leave it out"
+            ) from None
+    try:
+        columns = list(table["columns"])
+        data = table["data"]
+        ids = [str(row[columns.index("case_id")]) for row in data]
+    except (KeyError, TypeError, ValueError):
+        raise CompareError(f"run {label}: {CASES_ARTIFACT} has no case_id column") from None
+    if len(set(ids)) != len(ids):
+        raise CompareError(f"run {label}: {CASES_ARTIFACT} has duplicate case IDs")
+    skip = {"case_id", "first_rank", "latency_us", "tokens"}
+    values: dict[str, dict[str, float]] = {}
+    for j, name in enumerate(columns):
+        if name in skip:
+            continue
+        col = [row[j] for row in data]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in col):
+            values[name] = dict(zip(ids, (float(v) for v in col), strict=True))
+    return RunCases(
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        values=values,
+        start_time=int(run.info.start_time or 0),
+        objective=str(run.data.params.get("objective", "")),
+    )
+
+
+def pick_baseline(runs: list[RunCases], wanted: str | None) -> int:
+    """Index of --baseline (a run ID, an ID prefix of 8+ chars, or a unique run name); default the oldest."""
+    if not wanted:
+        return 0
+    by_id = [
+        i
+        for i, r in enumerate(runs)
+        if r.run_id == wanted or (len(wanted) >= 8 and r.run_id.startswith(wanted))
+    ]
+    if len(by_id) == 1:
+        return by_id[0]
+    by_name = [i for i, r in enumerate(runs) if r.name == wanted]
+    if len(by_name) == 1:
+        return by_name[0]
+    if len(by_name) > 1:
+        ids = ", ".join(runs[i].run_id for i in by_name)
+        raise CompareError(f"--baseline {wanted!r} names {len(by_name)} runs ({ids}); pass a run ID")
+    raise CompareError(f"--baseline {wanted!r} is not among the selected runs ({len(runs)} runs)")
+
+
+# --- output ------------------------------------------------------------------------------------
+
+
+def _ci(mean: float, lo: float, hi: float, signed: bool = False) -> str:
+    f = "{:+.4f}" if signed else "{:.4f}"
+    return f"{f.format(mean)} [{f.format(lo)}, {f.format(hi)}]"
+
+
+def table_rows(result: Result, alpha: float) -> tuple[list[str], list[list[str]]]:
+    level = f"{(1 - alpha) * 100:g}%"
+    header = ["metric", "run", f"mean [{level} CI]", f"Δ vs baseline [{level} CI]", "p", "sig"]
+    body = []
+    for c in result.comparisons:
+        if c.is_baseline:
+            body.append([c.metric, c.run.label, _ci(c.mean, c.lo, c.hi), "(baseline)", "", ""])
+            continue
+        assert c.diff is not None and c.diff_lo is not None and c.diff_hi is not None
+        body.append(
+            [
+                c.metric,
+                c.run.label,
+                _ci(c.mean, c.lo, c.hi),
+                _ci(c.diff, c.diff_lo, c.diff_hi, signed=True),
+                f"{c.p_value:.4f}",
+                "*" if c.significant else "",
+            ]
+        )
+    return header, body
+
+
+def caption(result: Result, resamples: int, alpha: float) -> str:
+    return (
+        f"{len(result.runs)} runs · {len(result.cases)} common cases · baseline {result.baseline.label} · "
+        f"{resamples} resamples · * = paired randomization p < {alpha:g} "
+        "(not corrected for multiple comparisons)"
+    )
+
+
+def markdown(result: Result, resamples: int, alpha: float) -> str:
+    from evalpipe.report import markdown_table
+
+    lines = ["# evalpipe compare", "", f"_{caption(result, resamples, alpha)}_", ""]
+    lines += markdown_table(*table_rows(result, alpha))
+    if result.warnings:
+        lines += ["", "## Warnings", ""] + [f"- {w}" for w in result.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def print_table(console: Any, result: Result, resamples: int, alpha: float) -> None:
+    from rich.table import Table
+
+    header, body = table_rows(result, alpha)
+    table = Table(title=caption(result, resamples, alpha), title_justify="left")
+    for i, h in enumerate(header):
+        table.add_column(h, justify="left" if i < 2 else "right", no_wrap=i != 1)
+    previous = None
+    for row, c in zip(body, result.comparisons, strict=True):
+        if previous is not None and c.metric != previous:
+            table.add_section()
+        previous = c.metric
+        style = "bold green" if c.significant and (c.diff or 0) > 0 else "bold red" if c.significant else None
+        table.add_row(*row, style=style)
+    console.print(table)
+
+
+def log_comparison(
+    tracker: Any, result: Result, text: str, experiment_id: str, args: argparse.Namespace
+) -> str:
+    """Record the comparison as its own MLflow run (role compare) so it sits beside the runs it judges."""
+    from evalpipe import tracking
+
+    tags = {
+        "evalpipe.role": "compare",
+        "evalpipe.compare.baseline": result.baseline.run_id,
+        "evalpipe.compare.runs": ",".join(r.run_id for r in result.runs)[:5000],
+    }
+    name = f"compare {len(result.runs)} runs vs {result.baseline.name or result.baseline.run_id[:8]}"
+    payload = [
+        {
+            "metric": c.metric,
+            "run_id": c.run.run_id,
+            "run_name": c.run.name,
+            "mean": c.mean,
+            "ci": [c.lo, c.hi],
+            "baseline": c.is_baseline,
+            "diff": c.diff,
+            "diff_ci": None if c.diff is None else [c.diff_lo, c.diff_hi],
+            "p_value": c.p_value,
+            "significant": c.significant,
+        }
+        for c in result.comparisons
+    ]
+    with tracking.tracked_run(tracker, experiment_id, name, tags) as run_id:
+        params = {
+            "metrics": json.dumps(result.metrics),
+            "alpha": str(args.alpha),
+            "resamples": str(args.resamples),
+            "seed": str(args.seed),
+            "cases": str(len(result.cases)),
+        }
+        tracking.log_batch(tracker, run_id, params=params)
+        tracking.log_artifact_files(
+            tracker, run_id, {"compare.md": text, "compare.json": json.dumps(payload, indent=1)}
+        )
+    return run_id
+
+
+# --- CLI -----------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evalpipe compare",
+        description=(
+            "Compare evaluation runs case by case: per metric, each run's mean with a bootstrap CI,\n"
+            "and against a baseline the paired bootstrap CI of the difference and a paired\n"
+            "randomization p-value. Differences with p < alpha are marked '*'."
+        ),
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--experiment", metavar="NAME", help="every FINISHED evaluation run of this experiment"
+    )
+    which.add_argument(
+        "--sweep",
+        metavar="SWEEP_ID",
+        help="the points of one sweep (tag evalpipe.sweep_id of its parent run)",
+    )
+    which.add_argument("--runs", metavar="RUN_ID", nargs="+", help="these runs, by MLflow run ID")
+    parser.add_argument(
+        "--tracking-uri",
+        default=os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlruns/mlflow.db",
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db, as the app)",
+    )
+    parser.add_argument(
+        "--metrics",
+        nargs="+",
+        metavar="METRIC",
+        help="per-case metrics to compare, e.g. recall_at_5 mrr ndcg_at_10 "
+        "(default: the objective, recall_at_K, mrr, ndcg_at_K present in every run)",
+    )
+    parser.add_argument(
+        "--baseline", metavar="RUN_ID|RUN_NAME", help="run the others are compared with (default: the oldest)"
+    )
+    parser.add_argument(
+        "--resamples", type=int, default=10000, help="bootstrap / randomization resamples (default 10000)"
+    )
+    parser.add_argument(
+        "--alpha", type=float, default=0.05, help="significance level; CIs are at 1 - alpha (default 0.05)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed, for reproducible CIs and p-values")
+    parser.add_argument("--markdown", metavar="OUT.md", type=Path, help="also write the table as Markdown")
+    parser.add_argument(
+        "--log", action="store_true", help="log the table to a new MLflow run tagged evalpipe.role=compare"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from rich.console import Console
+
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    # Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default.
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    err = Console(stderr=True)
+    try:
+        tracker = open_tracker(args.tracking_uri)
+        client = tracker.client
+        mlflow_runs, notes = select_runs(client, args)
+        runs = [load_cases(client, r) for r in mlflow_runs]
+        try:
+            baseline = pick_baseline(runs, args.baseline)
+        except CompareError:
+            if not re.fullmatch(r"[0-9a-f]{32}", args.baseline or ""):
+                raise
+            extra = _get_run(client, args.baseline)  # a baseline outside the selection: add it
+            runs.insert(0, load_cases(client, extra))
+            mlflow_runs.insert(0, extra)
+            baseline = 0
+        result = compare_runs(runs, baseline, args.metrics, args.resamples, args.alpha, args.seed)
+    except CompareError as exc:
+        print(f"evalpipe compare: error: {exc}", file=sys.stderr)
+        return 2
+    for note in notes + result.warnings:
+        err.print(f"[yellow]warning:[/] {note}")
+    print_table(console, result, args.resamples, args.alpha)
+    text = markdown(result, args.resamples, args.alpha)
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(text, encoding="utf-8")
+        console.print(f"wrote {args.markdown}")
+    if args.log:
+        base_run = mlflow_runs[[r.run_id for r in runs].index(result.baseline.run_id)]
+        experiment_id = base_run.info.experiment_id
+        if args.experiment:
+            experiment_id = client.get_experiment_by_name(args.experiment).experiment_id
+        run_id = log_comparison(tracker, result, text, experiment_id, args)
+        console.print(f"MLflow: logged the comparison as run [bold]{run_id}[/]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
