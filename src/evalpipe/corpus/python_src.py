@@ -19,9 +19,10 @@ from __future__ import annotations
 import ast
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from evalpipe.corpus.draft import Draft
 from evalpipe.corpus.model import Unit
 
 DEFAULT_EXCERPT_CHARS = 1200
@@ -40,28 +41,12 @@ class PythonParseError(ValueError):
 
 
 @dataclass
-class _Draft:
-    """A unit under construction: raw references are resolved later by `resolve_python`."""
-
-    id: str
-    kind: str
-    qualname: str
-    title: str
-    text: str
-    metadata: dict
-    class_qualname: str = ""  # enclosing class for methods (for `self.x` lookups)
-    contains: list[str] = field(default_factory=list)
-    raw_calls: list[tuple[str, ...]] = field(default_factory=list)
-    raw_bases: list[tuple[str, ...]] = field(default_factory=list)
-
-
-@dataclass
 class PythonFile:
     """The result of parsing one file: drafts in source order plus its import bindings."""
 
     path: str
     module: str
-    drafts: list[_Draft]
+    drafts: list[Draft]
     # local name -> absolute dotted name, from every import statement in the file
     bindings: dict[str, str]
     # absolute dotted names of everything imported (modules or `module.name`)
@@ -289,7 +274,7 @@ def extract_python(
     lines = source.splitlines()
     is_package = PurePosixPath(path).name == "__init__.py"
     bindings, imported = _collect_imports(tree, module, is_package)
-    drafts: list[_Draft] = []
+    drafts: list[Draft] = []
 
     doc = ast.get_docstring(tree) or ""
     top_level_names = [
@@ -303,7 +288,7 @@ def extract_python(
     outline = _clip(_outline(lines, tree.body), excerpt_chars)
     if outline:
         mod_text.append(outline)
-    mod = _Draft(
+    mod = Draft(
         id=path,
         kind="module",
         qualname="",
@@ -326,9 +311,9 @@ def extract_python(
     mod.raw_calls = _calls_in(defs_top)
     drafts.append(mod)
 
-    by_id: dict[str, _Draft] = {}
+    by_id: dict[str, Draft] = {}
 
-    def visit(node: ast.AST, parent: _Draft, prefix: str, class_qualname: str) -> None:
+    def visit(node: ast.AST, parent: Draft, prefix: str, class_qualname: str) -> None:
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             return
         qualname = f"{prefix}.{node.name}" if prefix else node.name
@@ -344,7 +329,7 @@ def extract_python(
         body = _clip(body, excerpt_chars)
         if body:
             parts.append(body)
-        draft = _Draft(
+        draft = Draft(
             id=f"{path}::{qualname}",
             kind=kind,
             qualname=qualname,

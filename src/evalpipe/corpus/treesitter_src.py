@@ -28,9 +28,10 @@ import posixpath
 import re
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from evalpipe.corpus.draft import Draft
 from evalpipe.corpus.model import Unit
 
 DEFAULT_EXCERPT_CHARS = 1200
@@ -121,26 +122,12 @@ def _pack_parser(grammar: str) -> Any:
 
 
 @dataclass
-class _Draft:
-    id: str
-    kind: str
-    name: str
-    qualname: str
-    text: str
-    metadata: dict
-    class_qualname: str = ""
-    contains: list[str] = field(default_factory=list)
-    raw_calls: list[tuple[str, ...]] = field(default_factory=list)
-    raw_bases: list[tuple[str, ...]] = field(default_factory=list)
-
-
-@dataclass
 class SourceFile:
     """One parsed file: drafts in source order plus its imports."""
 
     path: str
     language: str
-    drafts: list[_Draft]
+    drafts: list[Draft]
     imports_raw: list[str]
     # local name -> (import spec, imported name; "" for a namespace/package binding)
     bindings: dict[str, tuple[str, str]]
@@ -212,14 +199,14 @@ class _Extractor:
         self.language = language
         self.limit = excerpt_chars
         self.lines = source.decode("utf-8", errors="replace").splitlines()
-        self.drafts: list[_Draft] = []
+        self.drafts: list[Draft] = []
         self.imports_raw: list[str] = []
         self.bindings: dict[str, tuple[str, str]] = {}
         self.package = ""
 
     def add(
         self,
-        parent: _Draft,
+        parent: Draft,
         kind: str,
         name: str,
         qualname: str,
@@ -229,14 +216,14 @@ class _Extractor:
         signature: str,
         class_qualname: str = "",
         excerpt: str | None = None,
-    ) -> _Draft:
+    ) -> Draft:
         existing = next((d for d in self.drafts if d.qualname == qualname and d.kind != "module"), None)
         if existing is not None:  # overloads, Go init(): one unit, calls merged by the caller
             existing.metadata["end_line"] = max(existing.metadata["end_line"], node.end_point.row + 1)
             return existing
         doc = _doc_before(doc_anchor)
         body_text = excerpt if excerpt is not None else _excerpt(self.lines, node, body, self.limit)
-        draft = _Draft(
+        draft = Draft(
             id=f"{self.path}::{qualname}",
             kind=kind,
             name=name,
@@ -300,9 +287,9 @@ class _Extractor:
 
     # -- module ------------------------------------------------------------
 
-    def module_draft(self, root: Any) -> _Draft:
+    def module_draft(self, root: Any) -> Draft:
         title = self.path.rsplit(".", 1)[0]
-        return _Draft(
+        return Draft(
             id=self.path,
             kind="module",
             name=posixpath.basename(title),
@@ -319,7 +306,7 @@ class _Extractor:
             },
         )
 
-    def finish_module(self, mod: _Draft, doc: str, title: str) -> None:
+    def finish_module(self, mod: Draft, doc: str, title: str) -> None:
         mod.metadata["docstring"] = doc
         mod.metadata["imports_raw"] = list(dict.fromkeys(self.imports_raw))
         if self.package:
@@ -475,7 +462,7 @@ class _Extractor:
                         if name is not None and name.type == "identifier":
                             self.bindings[_text(name)] = (spec, "")
 
-    def _ts_declaration(self, mod: _Draft, decl: Any, anchor: Any) -> bool:
+    def _ts_declaration(self, mod: Draft, decl: Any, anchor: Any) -> bool:
         t = decl.type
         name_node = decl.child_by_field_name("name")
         if t in self._TS_CLASS and name_node is not None:
@@ -543,7 +530,7 @@ class _Extractor:
             return True
         return False
 
-    def _ts_class(self, parent: _Draft, decl: Any, anchor: Any, name: str, prefix: str = "") -> None:
+    def _ts_class(self, parent: Draft, decl: Any, anchor: Any, name: str, prefix: str = "") -> None:
         qual = f"{prefix}.{name}" if prefix else name
         body = decl.child_by_field_name("body")
         members = list(body.children) if body is not None else []

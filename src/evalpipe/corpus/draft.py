@@ -1,0 +1,26 @@
+"""A unit under construction, shared by the source-code extractors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Draft:
+    """A unit being extracted from one file.
+
+    Call and base-class references stay raw (name chains) until every file is
+    parsed, because only then can they be resolved to unit IDs across files.
+    """
+
+    id: str
+    kind: str
+    qualname: str
+    text: str
+    metadata: dict
+    title: str = ""
+    name: str = ""
+    class_qualname: str = ""  # enclosing class for methods (for `self.x` lookups)
+    contains: list[str] = field(default_factory=list)
+    raw_calls: list[tuple[str, ...]] = field(default_factory=list)
+    raw_bases: list[tuple[str, ...]] = field(default_factory=list)
