@@ -244,14 +244,11 @@ def evaluate(cfg: DictConfig) -> float:
 
     from evalpipe import tracking
 
+    experiment = experiment_name(cfg)
     try:
-        tracker = tracking.ensure_store(cfg.tracking.uri)
-        experiment = experiment_name(cfg)
-        experiment_id = tracking.ensure_experiment(tracker, experiment)
+        tracker, experiment_id = tracking.open_experiment(cfg.tracking.uri, experiment)
     except EvalpipeError as exc:
         fail(str(exc))
-    except Exception as exc:  # unreachable server, unwritable path
-        fail(f"cannot open MLflow store {cfg.tracking.uri!r}: {type(exc).__name__}: {exc}")
 
     from evalpipe import sweep
 

@@ -113,19 +113,11 @@ class MLflowSweepCallback(Callback):
         self._objective = str(config.get("objective") or "recall_at_5")
         spec, task = _sweeper_spec(config)
         self._keys = swept_keys(spec, task)
+        experiment = experiment_name(config)
         try:
-            tracker = tracking.ensure_store(str(config.tracking.uri))
-            experiment = experiment_name(config)
-            experiment_id = tracking.ensure_experiment(tracker, experiment)
+            tracker, experiment_id = tracking.open_experiment(str(config.tracking.uri), experiment)
         except EvalpipeError as exc:
             print(f"evalpipe: error: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
-        except Exception as exc:
-            print(
-                f"evalpipe: error: cannot open MLflow store {config.tracking.uri!r}: "
-                f"{type(exc).__name__}: {exc}",
-                file=sys.stderr,
-            )
             raise SystemExit(2) from None
         sweeper = str(config.hydra.sweeper.get("_target_", "")).rsplit(".", 1)[-1]
         launcher = str(config.hydra.launcher.get("_target_", "")).rsplit(".", 1)[-1]

@@ -99,6 +99,19 @@ def ensure_experiment(tracker: Tracker, name: str) -> str:
         return exp.experiment_id
 
 
+def open_experiment(uri: str | None, name: str) -> tuple[Tracker, str]:
+    """Store + experiment, or an EvalpipeError saying which store could not be opened."""
+    from evalpipe.errors import EvalpipeError
+
+    try:
+        tracker = ensure_store(uri)
+        return tracker, ensure_experiment(tracker, name)
+    except EvalpipeError:
+        raise
+    except Exception as exc:  # unreachable server, unwritable path, corrupt database
+        raise EvalpipeError(f"cannot open MLflow store {uri!r}: {type(exc).__name__}: {exc}") from None
+
+
 def git_revision(root: Path = PROJECT_ROOT) -> str:
     try:
         rev = subprocess.run(
