@@ -84,6 +84,8 @@ class RRFRanker(CorpusRanker):
             self.active[cname] = comp
         if not self.active:
             raise RankerUnavailable(f"rrf ranker: every component is unavailable: {self.skipped}")
+        # Fusion itself builds nothing: the index is "reused" when every component's was.
+        self.index_reused = all(getattr(c, "index_reused", False) for c in self.active.values())
 
     def search(self, query: str, k: int, constraints: Mapping[str, Any] | None = None) -> list[Hit]:
         return self._fuse(None, query, k, constraints)
