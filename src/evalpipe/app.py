@@ -27,7 +27,7 @@ from evalpipe.scoring import RunScores, flat_metrics, score_results
 from evalpipe.tokens import get_token_counter
 
 # Keys that change where/how a run is recorded, not what is measured.
-NON_MEASURING_KEYS = ("tracking", "run_name", "force", "progress", "plots", "sweep")
+NON_MEASURING_KEYS = ("tracking", "run_name", "force", "progress", "plots", "sweep", "objective")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -38,7 +38,7 @@ def fail(message: str, code: int = 2) -> None:
 
 def config_hash(cfg: Mapping[str, Any], *identity: str) -> str:
     """Identity of what a run measures: the config (less where it is logged) plus `identity`
-    (fixture sha256, code revision). A sweep resumes by skipping hashes already FINISHED."""
+    (fixture sha256, code fingerprint). A sweep resumes by skipping hashes already FINISHED."""
     measured = {k: v for k, v in cfg.items() if k not in NON_MEASURING_KEYS}
     blob = json.dumps([measured, *identity], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -253,7 +253,7 @@ def evaluate(cfg: DictConfig) -> float:
     from evalpipe import sweep
 
     revision = tracking.git_revision()
-    chash = config_hash(resolved, fixture.sha256, revision)
+    chash = config_hash(resolved, fixture.sha256, tracking.code_fingerprint())
     job = sweep.job_context(tracker, experiment_id)
     if job.sweep_id and not cfg.get("force"):
         done = sweep.find_finished(tracker, experiment_id, chash)

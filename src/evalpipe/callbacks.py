@@ -18,6 +18,7 @@ the parent FAILED/KILLED, so it is never left RUNNING.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import sys
@@ -27,10 +28,10 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from evalpipe.sweep import PARENT_ENV, ROLE_TAG, SWEEP_ENV, SWEEP_TAG
+from evalpipe.sweep import PARENT_ENV, ROLE_TAG, SWEEP_ENV, SWEEP_TAG, SWEPT_ENV
 
 URI_ENV = "MLFLOW_TRACKING_URI"
-ENV_KEYS = (PARENT_ENV, SWEEP_ENV, URI_ENV)
+ENV_KEYS = (PARENT_ENV, SWEEP_ENV, SWEPT_ENV, URI_ENV)
 ABORT_NOTE = "The sweep stopped early (a job failed or was interrupted); points not listed did not run."
 
 
@@ -103,13 +104,13 @@ class MLflowSweepCallback(Callback):
         from evalpipe import tracking
         from evalpipe.app import experiment_name
         from evalpipe.errors import EvalpipeError
-        from evalpipe.sweep import sweep_id_for
+        from evalpipe.sweep import SWEEP_FILE, sweep_id_for
         from evalpipe.sweep_summary import swept_keys
 
         # Resolving now also pins ${now:...} in the sweep dir: Hydra copies this config's
         # resolver cache into every job, so parent and jobs agree on the dir and its sweep ID.
         self._sweep_dir = os.path.abspath(str(config.hydra.sweep.dir))
-        self._sweep_id = sweep_id_for(self._sweep_dir)
+        self._sweep_id = sweep_id_for(self._sweep_dir, time.time_ns())
         self._objective = str(config.get("objective") or "recall_at_5")
         spec, task = _sweeper_spec(config)
         self._keys = swept_keys(spec, task)
@@ -149,7 +150,17 @@ class MLflowSweepCallback(Callback):
 
         self._started = time.time()
         self._config = config
-        new_env = {PARENT_ENV: self._parent, SWEEP_ENV: self._sweep_id, URI_ENV: tracker.uri}
+        new_env = {
+            PARENT_ENV: self._parent,
+            SWEEP_ENV: self._sweep_id,
+            SWEPT_ENV: ",".join(self._keys),
+            URI_ENV: tracker.uri,
+        }
+        os.makedirs(self._sweep_dir, exist_ok=True)
+        with open(os.path.join(self._sweep_dir, SWEEP_FILE), "w", encoding="utf-8") as fh:
+            json.dump(
+                {"sweep_id": self._sweep_id, "parent_run_id": self._parent, "swept_keys": self._keys}, fh
+            )
         self._saved_env = {k: os.environ.get(k) for k in new_env}
         os.environ.update(new_env)
         atexit.register(self._on_abort)

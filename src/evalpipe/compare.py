@@ -354,10 +354,12 @@ def markdown(result: Result, resamples: int, alpha: float) -> str:
 
 
 def print_table(console: Any, result: Result, resamples: int, alpha: float) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     header, body = table_rows(result, alpha)
-    table = Table(title=caption(result, resamples, alpha), title_justify="left")
+    body = [[escape(cell) for cell in row] for row in body]  # run names like "fields=[title]"
+    table = Table(title=escape(caption(result, resamples, alpha)), title_justify="left")
     for i, h in enumerate(header):
         table.add_column(h, justify="left" if i < 2 else "right", no_wrap=i != 1)
     previous = None

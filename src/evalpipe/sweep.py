@@ -9,12 +9,18 @@ environment on, by the sweep ID tag derived from `hydra.sweep.dir`.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 PARENT_ENV = "EVALPIPE_PARENT_RUN_ID"
 SWEEP_ENV = "EVALPIPE_SWEEP_ID"
+SWEPT_ENV = "EVALPIPE_SWEPT_KEYS"
+#: Written into the sweep dir by the parent: how jobs that do not inherit its environment
+#: (remote launchers sharing the folder) find their sweep.
+SWEEP_FILE = ".evalpipe_sweep.json"
 ROLE_TAG = "evalpipe.role"
 SWEEP_TAG = "evalpipe.sweep_id"
 HASH_TAG = "evalpipe.config_hash"
@@ -44,9 +50,18 @@ class JobContext:
         return tags
 
 
-def sweep_id_for(sweep_dir: str) -> str:
-    """A short stable ID for one multirun invocation (its sweep directory is unique)."""
-    return hashlib.sha256(os.path.abspath(sweep_dir).encode()).hexdigest()[:12]
+def sweep_id_for(sweep_dir: str, started_ns: int | None = None) -> str:
+    """A short ID for one multirun invocation: its sweep directory plus its start time (a fixed
+    `hydra.sweep.dir` reused by two sweeps must not merge them)."""
+    key = os.path.abspath(sweep_dir) + ("" if started_ns is None else f"@{started_ns}")
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def read_sweep_file(sweep_dir: str) -> dict[str, Any]:
+    try:
+        return json.loads((Path(sweep_dir) / SWEEP_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
 
 
 def find_parent(tracker: Any, experiment_id: str, sweep_id: str) -> str | None:
@@ -69,12 +84,21 @@ def job_context(tracker: Any, experiment_id: str) -> JobContext:
         return JobContext()
     if hc.mode != RunMode.MULTIRUN:
         return JobContext()
-    sweep_id = os.environ.get(SWEEP_ENV) or sweep_id_for(str(hc.sweep.dir))
-    parent = os.environ.get(PARENT_ENV) or find_parent(tracker, experiment_id, sweep_id)
+    shared = {} if os.environ.get(SWEEP_ENV) else read_sweep_file(str(hc.sweep.dir))
+    sweep_id = os.environ.get(SWEEP_ENV) or shared.get("sweep_id") or sweep_id_for(str(hc.sweep.dir))
+    parent = (
+        os.environ.get(PARENT_ENV)
+        or shared.get("parent_run_id")
+        or find_parent(tracker, experiment_id, sweep_id)
+    )
+    swept = os.environ.get(SWEPT_ENV, ",".join(shared.get("swept_keys", [])))
+    keys = set(filter(None, swept.split(",")))
     overrides = {}
     for item in hc.overrides.task:
         key, _, value = item.partition("=")
-        overrides[key.lstrip("+~")] = value
+        key = key.lstrip("+~")
+        if not keys or key in keys:  # tag the swept values, not the fixed overrides
+            overrides[key] = value
     num = hc.job.get("num")
     return JobContext(parent, sweep_id, int(num) if num is not None else None, overrides)
 
@@ -85,6 +109,7 @@ def find_finished(tracker: Any, experiment_id: str, config_hash: str) -> Any | N
         [experiment_id],
         filter_string=f"tags.`{HASH_TAG}` = '{config_hash}' and attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"],
-        max_results=1,
+        max_results=20,
     )
-    return runs[0] if runs else None
+    # A run whose ranker was skipped measured nothing: after installing the backend, run again.
+    return next((r for r in runs if "evalpipe.skipped" not in r.data.tags), None)

@@ -8,6 +8,7 @@ processes creating a fresh SQLite store at the same time corrupt it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -35,6 +36,8 @@ class Tracker:
 
     @property
     def ui_command(self) -> str:
+        if self.uri.startswith(("http://", "https://")):
+            return f"open {self.uri} (the tracking server's own UI)"
         return f"mlflow ui --backend-store-uri {self.uri}"
 
 
@@ -110,6 +113,18 @@ def open_experiment(uri: str | None, name: str) -> tuple[Tracker, str]:
         raise
     except Exception as exc:  # unreachable server, unwritable path, corrupt database
         raise EvalpipeError(f"cannot open MLflow store {uri!r}: {type(exc).__name__}: {exc}") from None
+
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
+    """Hash of evalpipe's own source: what resume compares, instead of a commit ID (which changes
+    on a docs-only commit and stays the same under uncommitted edits)."""
+    h = hashlib.sha256()
+    for path in sorted(package_dir.rglob("*.py")):
+        h.update(path.relative_to(package_dir).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def git_revision(root: Path = PROJECT_ROOT) -> str:
