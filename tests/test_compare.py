@@ -213,3 +213,17 @@ def test_cli_help_and_usage_errors():
     with pytest.raises(SystemExit) as exc:
         main([])  # one of --experiment / --sweep / --runs is required
     assert exc.value.code == 2
+
+
+def test_metric_missing_for_some_cases_is_compared_on_the_cases_that_have_it():
+    # Unanswerable case "u" has no ranking metrics (None in cases.json) but has RAG measures.
+    a = RunCases(
+        "a" * 32, "a", {"mrr": {"x": 1.0, "y": 0.0}, "rag_document_hit": {"x": 1.0, "y": 0.0, "u": 0.0}}
+    )
+    b = RunCases(
+        "b" * 32, "b", {"mrr": {"x": 0.0, "y": 0.0}, "rag_document_hit": {"x": 1.0, "y": 1.0, "u": 0.0}}
+    )
+    result = compare_runs([a, b], metrics=["mrr", "rag_document_hit"], resamples=100)
+    assert cell(result, "mrr", "a").mean == pytest.approx(0.5)  # over x, y only: as the run's logged mrr
+    assert cell(result, "mrr", "b").diff == pytest.approx(-0.5)
+    assert cell(result, "rag_document_hit", "b").mean == pytest.approx(2 / 3)  # over x, y, u

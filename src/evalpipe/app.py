@@ -99,8 +99,10 @@ def case_table(results: list[CaseResult], scores: RunScores) -> dict[str, list[A
         "empty_result": [r.empty for r in results],
         "error": [r.error or "" for r in results],
     }
+    # Ranking metrics are empty (None) for unjudged cases, as they are left out of the means.
+    judged = [len(r.qrels) > 0 for r in results]
     for name, values in sorted(scores.per_case.items()):
-        table[name] = [float(v) for v in values]
+        table[name] = [float(v) if ok else None for v, ok in zip(values, judged, strict=True)]
     if any(x is not None for x in scores.rag_per_case):
         for field in ("document_hit", "section_hit", "reciprocal_rank", "citation_validity"):
             table[f"rag_{field}"] = [None if x is None else getattr(x, field) for x in scores.rag_per_case]

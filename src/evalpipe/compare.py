@@ -61,8 +61,8 @@ class RunCases:
 
     @property
     def case_ids(self) -> list[str]:
-        first = next(iter(self.values.values()), {})
-        return list(first)
+        """Every case with a value for some metric (some metrics skip unanswerable cases)."""
+        return list(dict.fromkeys(c for per_case in self.values.values() for c in per_case))
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,8 @@ def compare_runs(
     confidence = 1.0 - alpha
     out = []
     for metric in metrics:
-        arrays = [np.array([r.values[metric][c] for c in cases], dtype=np.float64) for r in ordered]
+        scored = [c for c in cases if all(c in r.values[metric] for r in ordered)]
+        arrays = [np.array([r.values[metric][c] for c in scored], dtype=np.float64) for r in ordered]
         for run, values in zip(ordered, arrays, strict=True):
             mean, lo, hi = bootstrap_ci(values, resamples, confidence, seed)
             if run is base:
@@ -274,8 +275,10 @@ def load_cases(client: Any, run: Any) -> RunCases:
         if name in skip:
             continue
         col = [row[j] for row in data]
-        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in col):
-            values[name] = dict(zip(ids, (float(v) for v in col), strict=True))
+        numbers = [v for v in col if v is not None]
+        if numbers and all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers):
+            # None = not applicable to that case (e.g. ranking metrics of an unanswerable case)
+            values[name] = {i: float(v) for i, v in zip(ids, col, strict=True) if v is not None}
     return RunCases(
         run_id=run.info.run_id,
         name=run.info.run_name or "",
