@@ -172,19 +172,19 @@ def run_files(
     fixture: Fixture,
     row: ReportRow,
     results: list[CaseResult],
+    table: dict[str, list[Any]] | None,
     revision: str,
     notes: list[str],
 ) -> dict[str, str]:
     """The run's files: report.md, config.yaml and, when cases ran, misses, run.trec and cases.jsonl."""
     files = {"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)}
     scores = row.scores
-    if scores is not None:
+    if scores is not None and table is not None:
         files["misses.jsonl"] = misses_jsonl(scores)
         try:
             files["run.trec"] = trec_run_text(results, tag="".join(row.name.split()) or "evalpipe")
         except ValueError as exc:  # e.g. IDs with whitespace cannot be written as TREC
             notes.append(f"run.trec not written: {exc}")
-        table = case_table(results, scores)
         files["cases.jsonl"] = "".join(
             json.dumps({k: v[i] for k, v in table.items()}, ensure_ascii=False) + "\n"
             for i in range(len(results))
@@ -213,6 +213,7 @@ def evaluate(cfg: DictConfig) -> float:
     """Run one evaluation and return `cfg.objective` (so sweepers can optimise it)."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
+    from mlflow.exceptions import MlflowException
     from rich.console import Console
 
     console = Console(width=None if sys.stdout.isatty() else 160)
@@ -289,7 +290,8 @@ def evaluate(cfg: DictConfig) -> float:
                 err.print(f"[yellow]ranker {ranker_choice} skipped:[/] {prepared.skipped}")
             results, scores, figures = measure(cfg, prepared, fixture, counter.count, run_name, err)
             row = ReportRow(run_name, scores, skipped=prepared.skipped)
-            files = run_files(cfg, fixture, row, results, revision, notes)
+            table = case_table(results, scores) if scores is not None else None
+            files = run_files(cfg, fixture, row, results, table, revision, notes)
             if out_dir is not None:  # local copy first: finished results survive a tracking failure
                 out_dir.mkdir(parents=True, exist_ok=True)
                 for name, content in files.items():
@@ -306,12 +308,15 @@ def evaluate(cfg: DictConfig) -> float:
             tracking.log_artifact_files(
                 tracker, run_id, {k: v for k, v in files.items() if k != "cases.jsonl"}
             )
-            if scores is not None:
-                tracking.log_table(tracker, run_id, case_table(results, scores), "cases.json")
+            if scores is not None and table is not None:
+                tracking.log_table(tracker, run_id, table, "cases.json")
                 if cfg.get("plots", True):
                     log_plots(tracker, run_id, scores, results, err)
     except (EvalpipeError, FileNotFoundError) as exc:  # found while building the index: bad input
         fail(str(exc))
+    except MlflowException as exc:  # the store went away mid-run: say where the results are
+        saved = f"; the results are saved in {out_dir}" if out_dir is not None else ""
+        fail(f"logging to MLflow failed ({type(exc).__name__}: {exc}){saved}", code=1)
 
     print_tables(console, fixture.name, [row], ks, fixture.tier_counts())
     if notes:
