@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from pathlib import Path
 
@@ -47,6 +48,8 @@ def test_beir_folder_loads_plain_and_gzipped(tmp_path, gz):
     assert fx.cases[1].qrels == {"d2": 1, "d3": 0}
     assert fx.tiers == ["all"]
     assert fx.corpus.get("d2").title == "Dogs" and fx.corpus.get("d2").text == "Dogs bark at cats."
+    corpus_file = tmp_path / "ds" / ("corpus.jsonl.gz" if gz else "corpus.jsonl")
+    assert fx.corpus.sha256 == hashlib.sha256(corpus_file.read_bytes()).hexdigest()  # hashed while read
 
 
 def test_beir_errors_are_clear(tmp_path):

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -81,10 +82,26 @@ class Unit:
         )
 
 
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open("r", encoding="utf-8")
+class _HashingReader(io.RawIOBase):
+    """Reads a binary file while hashing its bytes, so a corpus is read once for both."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw = raw
+        self.sha = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        n = self.raw.readinto(buffer)
+        if n:
+            self.sha.update(memoryview(buffer)[:n])
+        return n or 0
+
+
+def _open_text(raw: _HashingReader, gz: bool) -> io.TextIOWrapper:
+    stream = gzip.GzipFile(fileobj=io.BufferedReader(raw)) if gz else io.BufferedReader(raw)
+    return io.TextIOWrapper(stream, encoding="utf-8")  # type: ignore[arg-type]
 
 
 class Corpus:
@@ -168,7 +185,9 @@ def load_jsonl_corpus(path: str | Path, name: str = "") -> Corpus:
     if not path.is_file():
         raise CorpusError(f"corpus file not found: {path}")
     units = []
-    with _open_text(path) as fh:
+    with path.open("rb") as binary:
+        raw = _HashingReader(binary)
+        fh = _open_text(raw, path.suffix == ".gz")
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -181,7 +200,9 @@ def load_jsonl_corpus(path: str | Path, name: str = "") -> Corpus:
             if "id" not in record:
                 raise CorpusError(f"{path}:{lineno}: record has no 'id'")
             units.append(Unit.from_record(record))
-    return Corpus(units, name=name or path.stem, source=str(path), sha256=file_sha256(path))
+        while raw.read(1 << 20):  # hash any bytes the decoder did not need (e.g. a gzip trailer)
+            pass
+    return Corpus(units, name=name or path.stem, source=str(path), sha256=raw.sha.hexdigest())
 
 
 def write_jsonl_corpus(units: Iterable[Unit], path: str | Path) -> int:
