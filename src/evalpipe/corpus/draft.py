@@ -1,8 +1,18 @@
-"""A unit under construction, shared by the source-code extractors."""
+"""A unit under construction and the parse error, shared by the source-code extractors."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+
+class SourceParseError(ValueError):
+    """A source file that cannot be parsed; `line` is 1-based (0 when unknown)."""
+
+    def __init__(self, path: str, line: int, message: str):
+        super().__init__(f"{path}:{line}: {message}")
+        self.path = path
+        self.line = line
+        self.message = message
 
 
 @dataclass

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from evalpipe.corpus.draft import Draft
+from evalpipe.corpus.draft import Draft, SourceParseError
 from evalpipe.corpus.model import Unit
 
 DEFAULT_EXCERPT_CHARS = 1200
@@ -30,14 +30,8 @@ LANGUAGE = "python"
 _MAX_ALIAS_DEPTH = 8
 
 
-class PythonParseError(ValueError):
-    """A Python file that `ast` cannot parse; `line` is 1-based (0 when unknown)."""
-
-    def __init__(self, path: str, line: int, message: str):
-        super().__init__(f"{path}:{line}: {message}")
-        self.path = path
-        self.line = line
-        self.message = message
+class PythonParseError(SourceParseError):
+    """A Python file that `ast` cannot parse."""
 
 
 @dataclass

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalpipe.corpus.draft import Draft
+from evalpipe.corpus.draft import Draft, SourceParseError
 from evalpipe.corpus.model import Unit
 
 DEFAULT_EXCERPT_CHARS = 1200
@@ -64,14 +64,8 @@ class TreeSitterUnavailable(RuntimeError):
     """tree-sitter or a grammar is missing; the message says what to install."""
 
 
-class TreeSitterParseError(ValueError):
-    """A file whose syntax tree has errors; `line` is the first error's 1-based line."""
-
-    def __init__(self, path: str, line: int, message: str):
-        super().__init__(f"{path}:{line}: {message}")
-        self.path = path
-        self.line = line
-        self.message = message
+class TreeSitterParseError(SourceParseError):
+    """A file whose syntax tree has errors; `line` is the first error's line."""
 
 
 _PARSERS: dict[str, Any] = {}
