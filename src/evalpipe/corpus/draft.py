@@ -34,3 +34,13 @@ class Draft:
     contains: list[str] = field(default_factory=list)
     raw_calls: list[tuple[str, ...]] = field(default_factory=list)
     raw_bases: list[tuple[str, ...]] = field(default_factory=list)
+
+    def relations(self, calls: list[str], imports: list[str], bases: list[str]) -> dict[str, tuple[str, ...]]:
+        """The finished unit's relations from resolved targets (imports belong to modules only)."""
+        found = {
+            "contains": self.contains,
+            "calls": calls,
+            "imports": imports if self.kind == "module" else [],
+            "inherits": bases,
+        }
+        return {kind: tuple(ids) for kind, ids in found.items() if ids}

@@ -495,15 +495,8 @@ def resolve_python(files: Sequence[PythonFile]) -> list[Unit]:
                     and target not in calls
                 ):
                     calls.append(target)
-            relations: dict[str, tuple[str, ...]] = {}
-            if d.contains:
-                relations["contains"] = tuple(d.contains)
-            if calls:
-                relations["calls"] = tuple(calls)
-            if d.kind == "module" and module_imports:
-                relations["imports"] = tuple(module_imports)
-            if d.kind == "class" and bases_of.get(d.id):
-                relations["inherits"] = tuple(bases_of[d.id])
+            bases = bases_of.get(d.id, []) if d.kind == "class" else []
+            relations = d.relations(calls, module_imports, bases)
             units.append(
                 Unit(
                     id=d.id,

@@ -785,15 +785,7 @@ def resolve_tree_sitter(files: Sequence[SourceFile], go_module: str = "") -> lis
                     target = resolve_ref(f, ref)
                 if target and target != d.id and kinds.get(target) in callable_kinds and target not in calls:
                     calls.append(target)
-            relations: dict[str, tuple[str, ...]] = {}
-            if d.contains:
-                relations["contains"] = tuple(d.contains)
-            if calls:
-                relations["calls"] = tuple(calls)
-            if d.kind == "module" and imports:
-                relations["imports"] = tuple(imports)
-            if bases_of.get(d.id):
-                relations["inherits"] = tuple(bases_of[d.id])
+            relations = d.relations(calls, imports, bases_of.get(d.id, []))
             meta = dict(d.metadata)
             title = meta.pop("title", d.qualname)
             units.append(
