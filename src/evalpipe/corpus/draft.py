@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+
+def find_in_bases(
+    class_id: str, bases_of: Mapping[str, list[str]], find: Callable[[str], str | None]
+) -> str | None:
+    """`find` on a class, then breadth-first on its base classes (a method inherited from a base)."""
+    queue, seen = [class_id], set()
+    while queue:
+        cid = queue.pop(0)
+        if cid in seen:
+            continue
+        seen.add(cid)
+        found = find(cid)
+        if found:
+            return found
+        queue.extend(bases_of.get(cid, []))
+    return None
 
 
 class SourceParseError(ValueError):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from evalpipe.corpus.draft import Draft, SourceParseError
+from evalpipe.corpus.draft import Draft, SourceParseError, find_in_bases
 from evalpipe.corpus.model import Unit
 
 DEFAULT_EXCERPT_CHARS = 1200
@@ -425,17 +425,9 @@ def _lookup_method(
     resolver: _Resolver, class_id: str, name: str, bases_of: Mapping[str, list[str]]
 ) -> str | None:
     """Find `name` on a class or, breadth-first, on its corpus base classes."""
-    queue, seen = [class_id], set()
-    while queue:
-        cid = queue.pop(0)
-        if cid in seen:
-            continue
-        seen.add(cid)
-        candidate = f"{cid}.{name}"
-        if candidate in resolver.kinds:
-            return candidate
-        queue.extend(bases_of.get(cid, []))
-    return None
+    return find_in_bases(
+        class_id, bases_of, lambda cid: f"{cid}.{name}" if f"{cid}.{name}" in resolver.kinds else None
+    )
 
 
 def _resolve_chain(

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalpipe.corpus.draft import Draft, SourceParseError
+from evalpipe.corpus.draft import Draft, SourceParseError, find_in_bases
 from evalpipe.corpus.model import Unit
 
 DEFAULT_EXCERPT_CHARS = 1200
@@ -751,18 +751,12 @@ def resolve_tree_sitter(files: Sequence[SourceFile], go_module: str = "") -> lis
         start = lookup(f, class_qualname)
         if start is None:  # Go: the receiver type may be declared outside the corpus files
             return lookup(f, f"{class_qualname}.{name}")
-        queue, seen = [start], set()
-        while queue:
-            cid = queue.pop(0)
-            if cid in seen:
-                continue
-            seen.add(cid)
+
+        def on_class(cid: str) -> str | None:
             path, qual = cid.split("::", 1)
-            found = lookup(by_path[path], f"{qual}.{name}")
-            if found:
-                return found
-            queue.extend(bases_of.get(cid, []))
-        return None
+            return lookup(by_path[path], f"{qual}.{name}")
+
+        return find_in_bases(start, bases_of, on_class)
 
     units = []
     callable_kinds = {"function", "method", "class", "type"}
