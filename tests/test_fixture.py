@@ -60,6 +60,12 @@ def test_extra_tier_is_allowed_and_ordered_after_stock(tmp_path, tiny_corpus_pat
             GOOD_CASES.replace("[pkg/a.py::merge_settings]", "[pkg/a.py::merge_setting]"),
             "expected ID(s) not in corpus",
         ),
+        # A misspelt constraint key matches no unit: the expected IDs could never be returned.
+        (GOOD_CASES.replace("{language: python}", "{langauge: python}"), "outside the case's own winnow"),
+        (
+            GOOD_CASES.replace("{language: python}", "{language: go}"),
+            "['pkg/a.py::merge_settings', 'pkg/a.py::Session.merge'] are outside",
+        ),
     ],
 )
 def test_bad_fixture_names_file_line_and_case(tmp_path, tiny_corpus_path, body, needle):

@@ -193,6 +193,16 @@ def check_against_corpus(cases: Sequence[Case], corpus: Corpus, where: str) -> N
                 f"{missing[:3]}{' ...' if len(missing) > 3 else ''} "
                 "(check the spelling, or rebuild the corpus)"
             )
+        if case.winnow_constraints:
+            excluded = [
+                d for d, g in case.qrels.items() if g > 0 and not corpus.allows(d, case.winnow_constraints)
+            ]
+            if excluded:
+                raise FixtureError(
+                    f"{loc}: case {case.id!r}: expected ID(s) {excluded[:3]} are outside the case's own "
+                    f"winnow_constraints {dict(case.winnow_constraints)}, so no ranker can return them "
+                    "(a misspelt key or value filters everything out)"
+                )
         missing_docs = [d for d in case.expected_documents if d not in documents]
         if missing_docs:
             raise FixtureError(
