@@ -165,6 +165,7 @@ def test_function_plugin(tiny, tracking_uri):
         (["+ranker.bogus=1"], "bogus"),
         (["tracking.uri=some/dir"], "file-store path"),
         (["ranker=runfile"], "missing value for ranker.path"),
+        (["ranker.k1=abc"], "BM25Ranker: k1 must be a number, got 'abc'"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tiny, tracking_uri, args, needle):

@@ -66,6 +66,18 @@ def clear_built_cache() -> None:
     _BUILT.clear()
 
 
+def _check_kinds(ranker: str, signature: Any, args: Mapping[str, Any]) -> None:
+    """A config value of the wrong kind (`ranker.k1=abc`) fails here with the parameter's name,
+    not later inside a library with a message about comparing str and int."""
+    for name, value in args.items():
+        default = signature.parameters[name].default
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise ValueError(f"{ranker}: {name} must be true or false, got {value!r}")
+        numeric = isinstance(default, int | float) and not isinstance(default, bool)
+        if numeric and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError(f"{ranker}: {name} must be a number, got {value!r}")
+
+
 class CorpusRanker:
     """Base for built-in rankers that index a corpus held in memory.
 
@@ -92,9 +104,11 @@ class CorpusRanker:
             if not hasattr(self, "_init_args"):
                 import inspect
 
-                bound = inspect.signature(init).bind(self, *args, **kw)
+                signature = inspect.signature(init)
+                bound = signature.bind(self, *args, **kw)
                 bound.apply_defaults()
                 self._init_args = {k: v for k, v in list(bound.arguments.items())[1:]}
+                _check_kinds(cls.__name__, signature, self._init_args)
             init(self, *args, **kw)
 
         cls.__init__ = recording_init  # type: ignore[method-assign]
