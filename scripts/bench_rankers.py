@@ -22,7 +22,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from evalpipe.paths import PROJECT_ROOT
-from evalpipe.report import ReportRow, markdown_report, markdown_table
+from evalpipe.reporting.report import ReportRow, markdown_report, markdown_table
 from evalpipe.runner import prepare_ranker, run_cases
 from evalpipe.scoring import score_results
 from evalpipe.tokens import get_token_counter

@@ -1,6 +1,6 @@
 """`evalpipe compare`: statistics on constructed per-case values with known answers, and the CLI contract.
 
-Known answers used below (paired sign-flip test, see evalpipe.stats):
+Known answers used below (paired sign-flip test, see evalpipe.sweeps.stats):
 * identical runs: every difference is 0, so p = 1.0 exactly and the diff CI is (0, 0, 0);
 * a run that wins every one of n cases by 1: only the all-plus / all-minus sign patterns reach
   |sum| = n (probability 2 / 2**n ~ 2e-9 for n = 30), so with R resamples no resample is as
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.compare import (
+from evalpipe.sweeps.compare import (
     CompareError,
     RunCases,
     common_cases,
@@ -122,7 +122,7 @@ def store(tmp_path_factory):
     Module-scoped: creating a SQLite store's schema takes seconds; tests only read it (and one adds
     a compare run, which selections ignore).
     """
-    from evalpipe import tracking
+    from evalpipe.reporting import tracking
 
     tracker = tracking.ensure_store(f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}")
     exp = tracking.ensure_experiment(tracker, "evalpipe/tiny")

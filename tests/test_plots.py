@@ -7,11 +7,11 @@ import io
 import numpy as np
 import pytest
 
-from evalpipe.plots import DPI, run_plots, sweep_plots
+from evalpipe.reporting.plots import DPI, run_plots, sweep_plots
 from evalpipe.rankers.base import Hit
 from evalpipe.results import CaseResult
 from evalpipe.scoring import score_results
-from evalpipe.sweep_summary import SweepRow
+from evalpipe.sweeps.summary import SweepRow
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

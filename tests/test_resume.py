@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from evalpipe import tracking
-from evalpipe.sweep import HASH_TAG, find_finished, sweep_id_for
+from evalpipe.reporting import tracking
+from evalpipe.sweeps.job import HASH_TAG, find_finished, sweep_id_for
 
 
 def test_skipped_or_failed_runs_are_never_reused(tracking_uri):

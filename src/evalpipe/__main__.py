@@ -25,7 +25,7 @@ def hydra_main(cfg: DictConfig) -> float:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
-        from evalpipe.compare import main as compare_main
+        from evalpipe.sweeps.compare import main as compare_main
 
         sys.exit(compare_main(sys.argv[2:]))
     hydra_main()

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalpipe import __version__
 from evalpipe.errors import EvalpipeError
 from evalpipe.fixture import Fixture
-from evalpipe.report import ReportRow, markdown_report, print_tables
+from evalpipe.reporting.report import ReportRow, markdown_report, print_tables
 from evalpipe.results import CaseResult
 from evalpipe.runner import PreparedRanker, peak_memory_mb, prepare_ranker, run_cases
 from evalpipe.scoring import RunScores, flat_metrics, score_results
@@ -197,8 +197,8 @@ def run_files(
 
 def log_plots(tracker, run_id: str, scores: RunScores, results: list[CaseResult], err) -> None:
     """Recall@K curve, per-tier bars and latency histogram; a figure never costs a finished run."""
-    from evalpipe import tracking
-    from evalpipe.plots import run_plots
+    from evalpipe.reporting import tracking
+    from evalpipe.reporting.plots import run_plots
 
     try:
         files = run_plots(scores, [r.latency_us for r in results])
@@ -245,7 +245,7 @@ def evaluate(cfg: DictConfig) -> float:
     run_name = cfg.get("run_name") or default_run_name(ranker_choice, overrides)
     counter = get_token_counter(cfg.get("token_encoding", "cl100k_base"))
 
-    from evalpipe import tracking
+    from evalpipe.reporting import tracking
 
     experiment = experiment_name(cfg)
     try:
@@ -253,7 +253,7 @@ def evaluate(cfg: DictConfig) -> float:
     except EvalpipeError as exc:
         fail(str(exc))
 
-    from evalpipe import sweep
+    from evalpipe.sweeps import job as sweep
 
     revision = tracking.git_revision()
     chash = config_hash(resolved, fixture.sha256, tracking.code_fingerprint())

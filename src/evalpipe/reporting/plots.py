@@ -16,7 +16,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from evalpipe.scoring import RunScores
-    from evalpipe.sweep_summary import SweepRow
+    from evalpipe.sweeps.summary import SweepRow
 
 #: More lines than this in one panel become an unlabelled scatter (a legend would be unreadable).
 MAX_LINES = 10

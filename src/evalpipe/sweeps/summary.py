@@ -1,6 +1,6 @@
 """What a finished sweep measured: one row per point, the best point per metric, summary.md / .csv.
 
-The parent run of a sweep (see `evalpipe.callbacks`) gathers its points from two
+The parent run of a sweep (see `evalpipe.sweeps.callback`) gathers its points from two
 places because resume makes them diverge: child runs (tag mlflow.parentRunId)
 measured in this invocation, and earlier FINISHED runs a job reused instead of
 re-measuring (it leaves `reused_run.json` in its Hydra output dir). Rows carry
@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from evalpipe.report import DASH, markdown_table, pct
-from evalpipe.sweep import ROLE_TAG, SWEEP_TAG
+from evalpipe.reporting.report import DASH, markdown_table, pct
+from evalpipe.sweeps.job import ROLE_TAG, SWEEP_TAG
 
 SWEPT_TAG_PREFIX = "evalpipe.swept."
 REUSED = "REUSED"

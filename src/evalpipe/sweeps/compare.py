@@ -5,7 +5,7 @@ Means alone mislead on a fixture of a few hundred queries: two BM25 settings
 per-case values (the `cases.json` table), so we align the runs case by case
 and report, per metric, each run's mean with a bootstrap CI, and against a
 baseline the paired bootstrap CI of the difference and a paired randomization
-p-value (see `evalpipe.stats` for the methods). p-values are per comparison,
+p-value (see `evalpipe.sweeps.stats` for the methods). p-values are per comparison,
 not corrected for multiple comparisons: with many runs and metrics expect some
 p < 0.05 by chance.
 """
@@ -137,7 +137,7 @@ def compare_runs(
 
     CIs are at level 1 - alpha, so a difference whose CI excludes 0 and a p < alpha mostly agree.
     """
-    from evalpipe.stats import bootstrap_ci, paired_bootstrap_ci_diff, paired_randomization_test
+    from evalpipe.sweeps.stats import bootstrap_ci, paired_bootstrap_ci_diff, paired_randomization_test
 
     if not runs:
         raise CompareError("no runs selected")
@@ -182,7 +182,7 @@ def compare_runs(
 
 def open_tracker(uri: str | None) -> Any:
     """A tracker on an existing store; never creates one (a typo must not leave an empty database)."""
-    from evalpipe import tracking
+    from evalpipe.reporting import tracking
 
     resolved = tracking.normalise_uri(uri)
     db = tracking.sqlite_path(resolved)
@@ -231,7 +231,7 @@ def select_runs(client: Any, args: argparse.Namespace) -> tuple[list[Any], list[
         if not runs:
             raise CompareError(f"experiment {args.experiment!r} has no FINISHED evaluation runs")
     else:
-        from evalpipe.sweep_summary import sweep_run_ids
+        from evalpipe.sweeps.summary import sweep_run_ids
 
         ids = sweep_run_ids(client, args.sweep)
         if not ids:
@@ -347,7 +347,7 @@ def caption(result: Result, resamples: int, alpha: float) -> str:
 
 
 def markdown(result: Result, resamples: int, alpha: float) -> str:
-    from evalpipe.report import markdown_table
+    from evalpipe.reporting.report import markdown_table
 
     lines = ["# evalpipe compare", "", f"_{caption(result, resamples, alpha)}_", ""]
     lines += markdown_table(*table_rows(result, alpha))
@@ -379,7 +379,7 @@ def log_comparison(
     tracker: Any, result: Result, text: str, experiment_id: str, args: argparse.Namespace
 ) -> str:
     """Record the comparison as its own MLflow run (role compare) so it sits beside the runs it judges."""
-    from evalpipe import tracking
+    from evalpipe.reporting import tracking
 
     tags = {
         "evalpipe.role": "compare",

@@ -5,7 +5,7 @@ the whole sweep. It creates the store and experiment once (several jobs creating
 a fresh SQLite store at the same time corrupt it), opens the parent run before
 any job starts, and hands its ID to the jobs through the environment (inherited
 by the basic launcher's in-process jobs and by joblib/loky and local Ray workers).
-Jobs tag themselves as children (`evalpipe.sweep.job_context`). At the end the
+Jobs tag themselves as children (`evalpipe.sweeps.job.job_context`). At the end the
 parent collects the children and the runs reused by resume and logs
 summary.md / summary.csv / plots and best/<metric>.
 
@@ -28,7 +28,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from evalpipe.sweep import PARENT_ENV, ROLE_TAG, SWEEP_ENV, SWEEP_TAG, SWEPT_ENV
+from evalpipe.sweeps.job import PARENT_ENV, ROLE_TAG, SWEEP_ENV, SWEEP_TAG, SWEPT_ENV
 
 URI_ENV = "MLFLOW_TRACKING_URI"
 ENV_KEYS = (PARENT_ENV, SWEEP_ENV, SWEPT_ENV, URI_ENV)
@@ -101,11 +101,11 @@ class MLflowSweepCallback(Callback):
             raise SystemExit(2) from None
 
     def _start(self, config: DictConfig) -> None:
-        from evalpipe import tracking
+        from evalpipe.reporting import tracking
         from evalpipe.app import experiment_name
         from evalpipe.errors import EvalpipeError
-        from evalpipe.sweep import SWEEP_FILE, sweep_id_for
-        from evalpipe.sweep_summary import swept_keys
+        from evalpipe.sweeps.job import SWEEP_FILE, sweep_id_for
+        from evalpipe.sweeps.summary import swept_keys
 
         # Resolving now also pins ${now:...} in the sweep dir: Hydra copies this config's
         # resolver cache into every job, so parent and jobs agree on the dir and its sweep ID.
@@ -180,7 +180,7 @@ class MLflowSweepCallback(Callback):
     def _finish(self, aborted: str | None) -> None:
         if self._parent is None or self._uri is None:
             return
-        from evalpipe import tracking
+        from evalpipe.reporting import tracking
 
         parent, uri = self._parent, self._uri
         self._parent = None
@@ -214,9 +214,9 @@ class MLflowSweepCallback(Callback):
         """Log summary.md, summary.csv, plots and best/<metric>; return the number of failed points."""
         from pathlib import Path
 
-        from evalpipe import tracking
-        from evalpipe.plots import sweep_plots
-        from evalpipe.sweep_summary import (
+        from evalpipe.reporting import tracking
+        from evalpipe.reporting.plots import sweep_plots
+        from evalpipe.sweeps.summary import (
             best_metric_names,
             best_points,
             collect_rows,

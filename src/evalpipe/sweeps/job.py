@@ -1,6 +1,6 @@
 """Job-side sweep support: which parent run a job belongs to, and resume.
 
-The parent run is opened by `evalpipe.callbacks.MLflowSweepCallback` before any
+The parent run is opened by `evalpipe.sweeps.callback.MLflowSweepCallback` before any
 job starts. A job finds it through EVALPIPE_PARENT_RUN_ID (set by the callback
 and inherited by local and joblib workers) or, on launchers that do not pass the
 environment on, by the sweep ID tag derived from `hydra.sweep.dir`.

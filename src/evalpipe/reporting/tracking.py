@@ -115,7 +115,7 @@ def open_experiment(uri: str | None, name: str) -> tuple[Tracker, str]:
         raise EvalpipeError(f"cannot open MLflow store {uri!r}: {type(exc).__name__}: {exc}") from None
 
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the evalpipe package
 
 
 def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:

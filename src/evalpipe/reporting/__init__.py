@@ -1,0 +1,1 @@
+"""What a run writes: the Markdown report and terminal tables, plots, and MLflow tracking."""
