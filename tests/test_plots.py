@@ -7,8 +7,8 @@ import io
 import numpy as np
 import pytest
 
-from evalpipe.reporting.plots import DPI, run_plots, sweep_plots
 from evalpipe.rankers.base import Hit
+from evalpipe.reporting.plots import DPI, run_plots, sweep_plots
 from evalpipe.results import CaseResult
 from evalpipe.scoring import score_results
 from evalpipe.sweeps.summary import SweepRow

@@ -101,9 +101,9 @@ class MLflowSweepCallback(Callback):
             raise SystemExit(2) from None
 
     def _start(self, config: DictConfig) -> None:
-        from evalpipe.reporting import tracking
         from evalpipe.app import experiment_name
         from evalpipe.errors import EvalpipeError
+        from evalpipe.reporting import tracking
         from evalpipe.sweeps.job import SWEEP_FILE, sweep_id_for
         from evalpipe.sweeps.summary import swept_keys
 
