@@ -277,6 +277,7 @@ def evaluate(cfg: DictConfig) -> float:
         "evalpipe.git_revision": revision,
         "evalpipe.fixture": fixture.name,
         "evalpipe.fixture_sha256": fixture.sha256,
+        **({"evalpipe.fixture_version": fixture.version} if fixture.version else {}),
         "evalpipe.corpus_sha256": fixture.corpus.sha256,
         "evalpipe.ranker": ranker_choice,
         "evalpipe.config_hash": chash,
