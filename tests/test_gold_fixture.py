@@ -116,3 +116,30 @@ def test_multi_hop_labels_match_the_corpus(v2):
             by_name += 1
             assert in_all, case.id
     assert (needs, by_name) == (31, 9)
+
+
+def test_gold_v1_run_is_tagged_with_its_version(tmp_path):
+    """A real CLI run on fixture=gold_v1 lands in its own experiment, tagged version 1."""
+    import os
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(PROJECT_ROOT / "src")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalpipe", "fixture=gold_v1", "ks=[1]", "metrics=[recall]",
+         f"tracking.uri={uri}", f"hydra.run.dir={tmp_path / 'out'}"],
+        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    client = MlflowClient(tracking_uri=uri)
+    (exp,) = [e for e in client.search_experiments() if e.name.startswith("evalpipe/")]
+    assert exp.name == "evalpipe/gold_v1"
+    (run,) = client.search_runs([exp.experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["evalpipe.fixture"] == "gold_v1"
+    assert run.data.tags["evalpipe.fixture_version"] == "1"
+    assert run.data.metrics["cases"] == 204
