@@ -1,7 +1,7 @@
 """Entry points: `python -m evalpipe ...` and the `evalpipe` console script (Hydra apps).
 
-`evalpipe compare ...` is dispatched to the comparison command before Hydra
-parses the command line.
+`evalpipe compare ...` and `evalpipe check-fixture ...` are dispatched to their
+commands before Hydra parses the command line.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ def main() -> None:
         from evalpipe.sweeps.compare import main as compare_main
 
         sys.exit(compare_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "check-fixture":
+        from evalpipe.fixture_check.cli import main as check_main
+
+        sys.exit(check_main(sys.argv[2:]))
     hydra_main()
 
 

@@ -1,0 +1,243 @@
+"""Measure every case of a fixture and summarise per tier: how hard, and how honest, it is.
+
+One pass over the cases computes, per case, the figures of `overlap`-style copying
+(content-word overlap with each expected unit, longest shared phrase), name leakage,
+multi_hop name matching and expected-set size; `flags` then applies the tier's
+thresholds. Ambiguity candidates need a ranker index, so they are optional: the
+per-run MLflow summary leaves them out to stay cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import fmean
+
+from evalpipe.fixture import Case, Fixture
+from evalpipe.fixture_check.ambiguity import AmbiguityFinder, Candidate
+from evalpipe.fixture_check.leakage import Leak, known_names, name_leak, name_match, query_identifiers
+from evalpipe.fixture_check.thresholds import TierThresholds, thresholds_for
+from evalpipe.fixture_check.words import Words, content_words, longest_shared_run, share_present
+
+LEAK_ORDER = {"none": 0, "partial": 1, "full": 2}
+
+
+@dataclass(frozen=True)
+class UnitFigures:
+    """The query measured against one expected unit's title + text."""
+
+    unit_id: str
+    overlap: float
+    overlap_stemmed: float
+    phrase: tuple[str, ...]
+    leak: Leak
+
+
+@dataclass(frozen=True)
+class CaseCheck:
+    """Per-case figures. Case-level overlap/phrase/leak are the maxima over expected units,
+    since any-hit recall needs only the easiest one."""
+
+    case_id: str
+    tier: str
+    query: str
+    line: int
+    n_expected: int
+    query_words: tuple[str, ...]
+    units: tuple[UnitFigures, ...]
+    identifiers: tuple[str, ...] = ()
+    name_matched: str | None = None
+    candidates: tuple[Candidate, ...] = ()
+    flags: tuple[str, ...] = ()
+
+    @property
+    def overlap(self) -> float:
+        return max((u.overlap for u in self.units), default=0.0)
+
+    @property
+    def overlap_stemmed(self) -> float:
+        return max((u.overlap_stemmed for u in self.units), default=0.0)
+
+    @property
+    def phrase(self) -> tuple[str, ...]:
+        return max((u.phrase for u in self.units), key=len, default=())
+
+    @property
+    def leak(self) -> Leak | None:
+        leaks = [u.leak for u in self.units]
+        return max(leaks, key=lambda x: LEAK_ORDER[x.level]) if leaks else None
+
+    @property
+    def leak_level(self) -> str:
+        leak = self.leak
+        return leak.level if leak else "none"
+
+    @property
+    def needs_relation(self) -> bool:
+        """Multi_hop: no identifier in the query occurs in every expected unit's text."""
+        return self.name_matched is None
+
+
+@dataclass(frozen=True)
+class TierSummary:
+    tier: str
+    cases: int
+    mean_overlap: float
+    mean_overlap_stemmed: float
+    phrase_share: float  # share with a shared phrase of >= 2 content words
+    full_leak_share: float
+    partial_leak_share: float
+    needs_relation_share: float | None  # multi_hop only
+    mean_expected: float
+    max_expected: int
+    flagged: int
+    candidates: int  # cases with at least one ambiguity candidate (when ambiguity was run)
+    tier_flags: tuple[str, ...] = ()
+
+    @property
+    def flagged_share(self) -> float:
+        return self.flagged / self.cases if self.cases else 0.0
+
+
+@dataclass(frozen=True)
+class FixtureCheck:
+    name: str
+    source: str
+    sha256: str
+    version: str
+    cases: tuple[CaseCheck, ...]
+    tiers: tuple[TierSummary, ...]
+    thresholds: Mapping[str, TierThresholds] = field(default_factory=dict)
+    ambiguity: tuple[str, ...] = ()  # the rankers used for ambiguity ("" = not run)
+
+    @property
+    def flagged_cases(self) -> list[CaseCheck]:
+        return [c for c in self.cases if c.flags]
+
+    @property
+    def tier_flags(self) -> list[str]:
+        return [f"{t.tier}: {flag}" for t in self.tiers for flag in t.tier_flags]
+
+
+def measure_case(
+    case: Case, fixture: Fixture, unit_words: dict[str, Words], names: frozenset[str]
+) -> CaseCheck:
+    """Figures for one case (no flags, no candidates)."""
+    query = content_words(case.query)
+    units = []
+    expected_units = [u for u in (fixture.corpus.get(uid) for uid in case.expected) if u is not None]
+    for unit in expected_units:
+        words = unit_words.get(unit.id)
+        if words is None:
+            words = unit_words[unit.id] = content_words(f"{unit.title}\n{unit.text}")
+        start, length = longest_shared_run(query, words)
+        units.append(
+            UnitFigures(
+                unit_id=unit.id,
+                overlap=share_present(query.surface_set, words.surface_set),
+                overlap_stemmed=share_present(query.stem_set, words.stem_set),
+                phrase=query.surface[start : start + length],
+                leak=name_leak(query, unit),
+            )
+        )
+    identifiers: tuple[str, ...] = ()
+    matched = None
+    if case.tier == "multi_hop":
+        identifiers = query_identifiers(case.query, names)
+        matched = name_match(identifiers, expected_units).matched
+    return CaseCheck(
+        case_id=case.id,
+        tier=case.tier,
+        query=case.query,
+        line=case.line,
+        n_expected=len(case.expected),
+        query_words=query.surface,
+        units=tuple(units),
+        identifiers=identifiers,
+        name_matched=matched,
+    )
+
+
+def case_flags(check: CaseCheck, limits: TierThresholds) -> tuple[str, ...]:
+    """The tier's thresholds applied to one case; each flag says which figure crossed which limit."""
+    flags = []
+    if limits.max_overlap_stemmed is not None and check.overlap_stemmed > limits.max_overlap_stemmed:
+        flags.append(f"overlap {check.overlap_stemmed:.2f} > {limits.max_overlap_stemmed:g}")
+    if limits.max_phrase is not None and len(check.phrase) >= limits.max_phrase:
+        flags.append(f"phrase '{' '.join(check.phrase)}'")
+    if limits.flag_full_name_leak and check.leak_level == "full":
+        leak = check.leak
+        flags.append(f"name leak '{leak.name if leak else ''}'")
+    if limits.max_expected is not None and check.n_expected > limits.max_expected:
+        flags.append(f"{check.n_expected} expected > {limits.max_expected}")
+    if limits.flag_strong_candidate:
+        strong = [c.unit_id for c in check.candidates if c.strong]
+        if strong:
+            flags.append(f"ambiguous: {strong[0]}" + (f" (+{len(strong) - 1})" if len(strong) > 1 else ""))
+    return tuple(flags)
+
+
+def summarise_tier(tier: str, checks: Sequence[CaseCheck], limits: TierThresholds) -> TierSummary:
+    n = len(checks)
+
+    def share(pred) -> float:
+        return sum(1 for c in checks if pred(c)) / n if n else 0.0
+
+    needs = None
+    tier_flags: list[str] = []
+    if tier == "multi_hop":
+        needs = share(lambda c: c.needs_relation)
+        if limits.min_needs_relation is not None and needs < limits.min_needs_relation:
+            tier_flags.append(
+                f"only {needs:.0%} of multi_hop cases need a relation (< {limits.min_needs_relation:.0%}); "
+                "the rest are answerable by name match"
+            )
+    sizes = [c.n_expected for c in checks]
+    return TierSummary(
+        tier=tier,
+        cases=n,
+        mean_overlap=fmean(c.overlap for c in checks) if n else 0.0,
+        mean_overlap_stemmed=fmean(c.overlap_stemmed for c in checks) if n else 0.0,
+        phrase_share=share(lambda c: len(c.phrase) >= 2),
+        full_leak_share=share(lambda c: c.leak_level == "full"),
+        partial_leak_share=share(lambda c: c.leak_level == "partial"),
+        needs_relation_share=needs,
+        mean_expected=fmean(sizes) if n else 0.0,
+        max_expected=max(sizes, default=0),
+        flagged=sum(1 for c in checks if c.flags),
+        candidates=sum(1 for c in checks if c.candidates),
+        tier_flags=tuple(tier_flags),
+    )
+
+
+def check_fixture(
+    fixture: Fixture,
+    thresholds: Mapping[str, TierThresholds] | None = None,
+    finder: AmbiguityFinder | None = None,
+) -> FixtureCheck:
+    """Measure, flag and summarise every case. Without `finder`, no ambiguity candidates."""
+    from dataclasses import replace
+
+    unit_words: dict[str, Words] = {}
+    names = known_names(fixture.corpus)
+    checks = []
+    for case in fixture.cases:
+        check = measure_case(case, fixture, unit_words, names)
+        if finder is not None:
+            check = replace(check, candidates=finder.candidates(case))
+        check = replace(check, flags=case_flags(check, thresholds_for(case.tier, thresholds)))
+        checks.append(check)
+    tiers = tuple(
+        summarise_tier(t, [c for c in checks if c.tier == t], thresholds_for(t, thresholds))
+        for t in fixture.tiers
+    )
+    return FixtureCheck(
+        name=fixture.name,
+        source=fixture.source,
+        sha256=fixture.sha256,
+        version=fixture.version,
+        cases=tuple(checks),
+        tiers=tiers,
+        thresholds=dict(thresholds) if thresholds is not None else {},
+        ambiguity=tuple(finder.rankers) if finder is not None else (),
+    )

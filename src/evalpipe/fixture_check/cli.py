@@ -1,0 +1,130 @@
+"""`evalpipe check-fixture FIXTURE [--strict] [--json out.json]`: audit a fixture before trusting it.
+
+Exit codes: 0 checked (flags are reported, not fatal); 2 bad input, or flags found with
+--strict (one line on stderr saying how many and where to look).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from evalpipe.errors import EvalpipeError
+from evalpipe.fixture import Fixture
+
+PROG = "evalpipe check-fixture"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """One line, exit 2 (argparse's default prints the whole usage first)."""
+        print(f"{PROG}: error: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description=(
+            "Measure how hard and how honest each case of a fixture is: query/target word overlap, "
+            "shared phrases, name leakage, multi_hop name matching, expected-set size and ambiguity "
+            "candidates, flagged with per-tier thresholds (docs/fixtures.md)."
+        ),
+    )
+    parser.add_argument("fixture", help="a YAML fixture (fixtures/gold.yaml) or a BEIR folder")
+    parser.add_argument("--corpus", help="corpus JSONL to use instead of the fixture's own `corpus:`")
+    parser.add_argument("--strict", action="store_true", help="exit 2 when any case or tier is flagged")
+    parser.add_argument("--json", metavar="FILE", help="write every figure, case and candidate as JSON")
+    parser.add_argument(
+        "--no-ambiguity", action="store_true", help="skip ambiguity candidates (no BM25 index; fastest)"
+    )
+    parser.add_argument(
+        "--semantic",
+        action="store_true",
+        help="also rank with the semantic ranker for ambiguity (needs the [semantic] extra)",
+    )
+    parser.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="TIER.NAME=VALUE",
+        help="override a threshold, e.g. concept.max_overlap_stemmed=0.4 or docs.max_expected=none",
+    )
+    parser.add_argument("--all", action="store_true", help="list every case, not only flagged ones")
+    parser.add_argument("--candidates", action="store_true", help="list every ambiguity candidate")
+    return parser
+
+
+def load(path: str, corpus: str | None) -> Fixture:
+    """A YAML fixture, or a BEIR folder (its test split)."""
+    from evalpipe.paths import resolve_path
+
+    resolved = resolve_path(path)
+    if not resolved.exists():
+        raise EvalpipeError(f"fixture not found: {path} (give a YAML fixture file or a BEIR folder)")
+    if resolved.is_dir():
+        from evalpipe.beir import load_beir
+
+        return load_beir(resolved)
+    from evalpipe.fixture import load_fixture
+
+    return load_fixture(path, corpus=corpus)
+
+
+def ambiguity_rankers(fixture: Fixture, semantic: bool, err) -> dict:
+    """BM25 (as configured by default) and, optionally, the semantic ranker, prepared on the corpus."""
+    from evalpipe.rankers.base import RankerUnavailable
+    from evalpipe.rankers.bm25 import BM25Ranker
+
+    bm25 = BM25Ranker()
+    bm25.prepare(fixture.corpus)
+    rankers = {"bm25": bm25}
+    if semantic:
+        from evalpipe.rankers.semantic import SemanticRanker
+
+        try:
+            dense = SemanticRanker()
+            dense.prepare(fixture.corpus)
+            rankers["semantic"] = dense
+        except RankerUnavailable as exc:
+            err.print(f"[yellow]semantic ranker skipped:[/] {exc}")
+    return rankers
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+
+    from evalpipe.fixture_check.ambiguity import AmbiguityFinder
+    from evalpipe.fixture_check.check import check_fixture
+    from evalpipe.fixture_check.render import print_report, write_json
+    from evalpipe.fixture_check.thresholds import apply_overrides
+
+    args = build_parser().parse_args(argv)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    err = Console(stderr=True)
+    try:
+        thresholds = apply_overrides(args.threshold)
+        fixture = load(args.fixture, args.corpus)
+        finder = None
+        if not args.no_ambiguity:
+            finder = AmbiguityFinder(fixture, ambiguity_rankers(fixture, args.semantic, err))
+        report = check_fixture(fixture, thresholds, finder)
+    except (EvalpipeError, ValueError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    print_report(console, report, show_all=args.all, show_candidates=args.candidates)
+    if args.json:
+        try:
+            write_json(report, args.json)
+        except OSError as exc:
+            print(f"{PROG}: error: cannot write --json {args.json}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        console.print(f"JSON: {args.json}")
+    flagged = len(report.flagged_cases)
+    tier_flags = len(report.tier_flags)
+    if args.strict and (flagged or tier_flags):
+        where = f"--json {args.json}" if args.json else "the tables above, or --json FILE"
+        counts = f"{flagged} flagged case(s) and {tier_flags} tier flag(s)"
+        print(f"{PROG}: {counts} in {report.source}; see {where}", file=sys.stderr)
+        return 2
+    return 0

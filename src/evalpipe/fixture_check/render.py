@@ -1,0 +1,159 @@
+"""The checker's output: rich tables for a person, a JSON document for tools and review."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from evalpipe.fixture_check.check import CaseCheck, FixtureCheck
+from evalpipe.fixture_check.thresholds import thresholds_for
+
+QUERY_WIDTH = 70
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def _short(text: str, width: int = QUERY_WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def tier_table(report: FixtureCheck) -> Table:
+    table = Table(title=f"Fixture check: {report.name} ({report.source})", title_justify="left")
+    for col in (
+        "tier",
+        "cases",
+        "overlap",
+        "overlap stemmed",
+        "phrase ≥2",
+        "name leak full/part",
+        "needs relation",
+        "expected mean/max",
+        "with candidates",
+        "flagged",
+    ):
+        table.add_column(col, justify="left" if col == "tier" else "right")
+    for t in report.tiers:
+        table.add_row(
+            t.tier,
+            str(t.cases),
+            f"{t.mean_overlap:.2f}",
+            f"{t.mean_overlap_stemmed:.2f}",
+            _pct(t.phrase_share),
+            f"{_pct(t.full_leak_share)} / {_pct(t.partial_leak_share)}",
+            _pct(t.needs_relation_share),
+            f"{t.mean_expected:.1f} / {t.max_expected}",
+            str(t.candidates) if report.ambiguity else "-",
+            f"{t.flagged} ({_pct(t.flagged_share)})",
+        )
+    return table
+
+
+def cases_table(checks: list[CaseCheck], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("case (line)")
+    table.add_column("tier")
+    table.add_column("query", max_width=QUERY_WIDTH)
+    table.add_column("stem ovl", justify="right")
+    table.add_column("phrase")
+    table.add_column("leak")
+    table.add_column("flags")
+    for c in checks:
+        table.add_row(
+            f"{c.case_id} ({c.line})" if c.line else c.case_id,
+            c.tier,
+            _short(c.query),
+            f"{c.overlap_stemmed:.2f}",
+            " ".join(c.phrase),
+            c.leak_level if c.leak_level == "none" or c.leak is None else f"{c.leak_level}: {c.leak.name}",
+            "; ".join(c.flags) or ("name match: " + c.name_matched if c.name_matched else ""),
+        )
+    return table
+
+
+def candidates_table(checks: list[CaseCheck], strong_only: bool) -> Table:
+    title = "Strong ambiguity candidates (judge them: add to expected, or list with grade 0)"
+    table = Table(title=title if strong_only else "Ambiguity candidates for review", title_justify="left")
+    table.add_column("case")
+    table.add_column("candidate unit")
+    table.add_column("reasons")
+    table.add_column("rank", justify="right")
+    for c in checks:
+        for cand in c.candidates:
+            if strong_only and not cand.strong:
+                continue
+            table.add_row(c.case_id, cand.unit_id, ", ".join(cand.reasons), str(cand.rank or ""))
+    return table
+
+
+def print_report(
+    console: Console, report: FixtureCheck, show_all: bool = False, show_candidates: bool = False
+) -> None:
+    console.print(tier_table(report))
+    flagged = report.flagged_cases
+    if show_all:
+        console.print(cases_table(list(report.cases), "Every case"))
+    elif flagged:
+        console.print(cases_table(flagged, f"Flagged cases ({len(flagged)})"))
+    if report.ambiguity:
+        with_strong = [c for c in report.cases if any("ambiguous" in f for f in c.flags)]
+        if show_candidates:
+            console.print(candidates_table([c for c in report.cases if c.candidates], strong_only=False))
+        elif with_strong:
+            console.print(candidates_table(with_strong, strong_only=True))
+        shown = sum(1 for c in with_strong for x in c.candidates if x.strong)
+        others = sum(len(c.candidates) for c in report.cases) - shown
+        if others and not show_candidates:
+            console.print(
+                f"{others} weaker candidate(s) not shown: --candidates lists them, --json keeps all."
+            )
+    else:
+        console.print("ambiguity candidates not computed (--no-ambiguity)")
+    for line in report.tier_flags:
+        console.print(f"[red]tier flag:[/] {line}")
+    if not flagged and not report.tier_flags:
+        console.print("[green]no flags[/]")
+
+
+def report_json(report: FixtureCheck) -> dict[str, Any]:
+    """Everything measured, per case and per tier, with the thresholds that were applied."""
+    tiers = [t.tier for t in report.tiers]
+    cases = []
+    for c in report.cases:
+        item = asdict(c)
+        item.update(
+            overlap=c.overlap,
+            overlap_stemmed=c.overlap_stemmed,
+            phrase=list(c.phrase),
+            name_leak=c.leak_level,
+            needs_relation=c.needs_relation if c.tier == "multi_hop" else None,
+        )
+        cases.append(item)
+    summaries = []
+    for t in report.tiers:
+        item = asdict(t)
+        item["flagged_share"] = t.flagged_share
+        summaries.append(item)
+    return {
+        "fixture": report.name,
+        "source": report.source,
+        "sha256": report.sha256,
+        "version": report.version,
+        "ambiguity_rankers": list(report.ambiguity),
+        "thresholds": {t: asdict(thresholds_for(t, report.thresholds or None)) for t in tiers},
+        "tiers": summaries,
+        "tier_flags": report.tier_flags,
+        "flagged_cases": [c.case_id for c in report.flagged_cases],
+        "cases": cases,
+    }
+
+
+def write_json(report: FixtureCheck, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(report_json(report), fh, indent=2, ensure_ascii=False)
+        fh.write("\n")

@@ -1,0 +1,109 @@
+"""Content words: the unit of every overlap figure the checker reports.
+
+A *content word* is a word piece as the bm25 ranker's code-aware tokenizer makes it
+(`evalpipe.tokenize`): text is cut into compounds (`Corpus.allowed_mask`, `run.trec`),
+each compound into lowercased pieces at separators, snake_case, camelCase and
+letter/digit boundaries; pieces shorter than two characters and bm25s's English
+stopwords are dropped. The *stemmed* form is the Snowball English stem of each piece,
+exactly what BM25 indexes. Whole compounds are not content words (BM25 also indexes
+them, but a paraphrase is judged by its words, not by whether it spells an identifier).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from evalpipe.tokenize import COMPOUND_PATTERN, identifier_pieces, make_stemmer, resolve_stopwords
+
+_STOPWORDS = resolve_stopwords("en")
+_STEMMER = make_stemmer("english")
+
+
+#: Punctuation that ends a phrase: "a language name, or none" has no phrase "name none".
+_PHRASE_BREAK = re.compile(r"[,;:!?()\[\]{}<>\"|=\n]|\.(?:\s|$)")
+
+
+@dataclass(frozen=True)
+class Words:
+    """A text's content words in order: `surface` (lowercased pieces) and their `stems`.
+
+    `breaks[i]` is True when punctuation (a comma, a sentence end, a bracket, a line
+    break) separates word i from word i-1, so a shared phrase never spans it.
+    """
+
+    surface: tuple[str, ...]
+    stems: tuple[str, ...]
+    breaks: tuple[bool, ...] = ()
+
+    @property
+    def surface_set(self) -> frozenset[str]:
+        return frozenset(self.surface)
+
+    @property
+    def stem_set(self) -> frozenset[str]:
+        return frozenset(self.stems)
+
+
+@lru_cache(maxsize=1 << 14)
+def _compound_words(compound: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    pieces = [p for p in identifier_pieces(compound) if len(p) >= 2 and p not in _STOPWORDS]
+    stems = _STEMMER.stemWords(pieces) if pieces and _STEMMER is not None else pieces
+    return tuple(pieces), tuple(stems)
+
+
+def content_words(text: str) -> Words:
+    """The content words of `text` (see the module docstring for the definition)."""
+    surface: list[str] = []
+    stems: list[str] = []
+    breaks: list[bool] = []
+    text = text or ""
+    pending_break = False
+    end = 0
+    for match in COMPOUND_PATTERN.finditer(text):
+        if _PHRASE_BREAK.search(text, end, match.start()):
+            pending_break = True
+        end = match.end()
+        s, t = _compound_words(match.group())
+        for i in range(len(s)):
+            breaks.append(pending_break and i == 0)
+        if s:
+            pending_break = False
+        surface.extend(s)
+        stems.extend(t)
+    return Words(tuple(surface), tuple(stems), tuple(breaks))
+
+
+def share_present(query: frozenset[str], target: frozenset[str]) -> float:
+    """Share of the query's distinct words found in the target (0.0 for a query with none)."""
+    return len(query & target) / len(query) if query else 0.0
+
+
+def longest_shared_run(query: Words, target: Words) -> tuple[int, int]:
+    """(start in `query`, length) of the longest run of consecutive stemmed content words
+    that also occurs, consecutively, in `target`; no run crosses punctuation in either.
+
+    Only positions where the two share a word are extended, so the cost follows the
+    number of matches, not len(query) * len(target): cheap enough to run on every
+    evaluation. Ties keep the earliest run in the query.
+    """
+    q, t = query.stems, target.stems
+    qb = query.breaks or (False,) * len(q)
+    tb = target.breaks or (False,) * len(t)
+    positions: dict[str, list[int]] = {}
+    wanted = set(q)
+    for i, word in enumerate(t):
+        if word in wanted:
+            positions.setdefault(word, []).append(i)
+    best_start, best_len = 0, 0
+    for j, word in enumerate(q):
+        for i in positions.get(word, ()):
+            n = 1
+            while (
+                j + n < len(q) and i + n < len(t) and q[j + n] == t[i + n] and not qb[j + n] and not tb[i + n]
+            ):
+                n += 1
+            if n > best_len:
+                best_start, best_len = j, n
+    return best_start, best_len
