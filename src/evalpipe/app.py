@@ -253,6 +253,7 @@ def evaluate(cfg: DictConfig) -> float:
     except EvalpipeError as exc:
         fail(str(exc))
 
+    from evalpipe.fixture_check.summary import difficulty_metrics
     from evalpipe.sweeps import job as sweep
 
     revision = tracking.git_revision()
@@ -302,7 +303,11 @@ def evaluate(cfg: DictConfig) -> float:
             }
             if prepared.skipped:
                 run_tags["evalpipe.skipped"] = prepared.skipped[:5000]
-            metrics = {**(flat_metrics(scores) if scores is not None else {}), **figures}
+            metrics = {
+                **(flat_metrics(scores) if scores is not None else {}),
+                **figures,
+                **difficulty_metrics(fixture),  # what the recall figures are measured on
+            }
             tracking.log_batch(
                 tracker, run_id, metrics=metrics, params=tracking.flatten(resolved), tags=run_tags
             )

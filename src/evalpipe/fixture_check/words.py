@@ -21,8 +21,9 @@ _STOPWORDS = resolve_stopwords("en")
 _STEMMER = make_stemmer("english")
 
 
-#: Punctuation that ends a phrase: "a language name, or none" has no phrase "name none".
-_PHRASE_BREAK = re.compile(r"[,;:!?()\[\]{}<>\"|=\n]|\.(?:\s|$)")
+#: Punctuation that ends a phrase ("a language name, or none" has no phrase "name none"),
+#: or a compound identifier as the bm25 tokenizer finds it: one scan finds both.
+_SCAN = re.compile(rf"(?P<brk>[,;:!?()\[\]{{}}<>\"|=\n]|\.(?:\s|$))|(?P<word>{COMPOUND_PATTERN.pattern})")
 
 
 @dataclass(frozen=True)
@@ -58,20 +59,19 @@ def content_words(text: str) -> Words:
     surface: list[str] = []
     stems: list[str] = []
     breaks: list[bool] = []
-    text = text or ""
-    pending_break = False
-    end = 0
-    for match in COMPOUND_PATTERN.finditer(text):
-        if _PHRASE_BREAK.search(text, end, match.start()):
-            pending_break = True
-        end = match.end()
-        s, t = _compound_words(match.group())
-        for i in range(len(s)):
-            breaks.append(pending_break and i == 0)
+    pending = False
+    for match in _SCAN.finditer(text or ""):
+        word = match.group("word")
+        if word is None:
+            pending = True
+            continue
+        s, t = _compound_words(word)
         if s:
-            pending_break = False
-        surface.extend(s)
-        stems.extend(t)
+            surface.extend(s)
+            stems.extend(t)
+            breaks.append(pending)
+            breaks.extend([False] * (len(s) - 1))
+            pending = False
     return Words(tuple(surface), tuple(stems), tuple(breaks))
 
 
