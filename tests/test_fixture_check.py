@@ -153,6 +153,14 @@ def test_phrase_never_crosses_punctuation():
     assert longest_shared_run(content_words("name none"), target) == (0, 2)
 
 
+def test_phrase_length_counts_written_words():
+    query = content_words("keep trec_eval order")  # keep | trec eval | order
+    target = content_words("trec_eval keeps its order")
+    # 'trec eval' is the longest shared run (2 content words) but one written word
+    assert longest_shared_run(query, target) == (1, 2)
+    assert query.span_size(1, 2) == 1
+
+
 # --- per-case figures, worked by hand -----------------------------------------------------
 
 

@@ -29,7 +29,8 @@ class UnitFigures:
     unit_id: str
     overlap: float
     overlap_stemmed: float
-    phrase: tuple[str, ...]
+    phrase: tuple[str, ...]  # the query's content words of the longest shared phrase
+    phrase_words: int  # its length in written words (`trec_eval` is one)
     leak: Leak
 
 
@@ -60,7 +61,12 @@ class CaseCheck:
 
     @property
     def phrase(self) -> tuple[str, ...]:
-        return max((u.phrase for u in self.units), key=len, default=())
+        best = max(self.units, key=lambda u: (u.phrase_words, len(u.phrase)), default=None)
+        return best.phrase if best else ()
+
+    @property
+    def phrase_words(self) -> int:
+        return max((u.phrase_words for u in self.units), default=0)
 
     @property
     def leak(self) -> Leak | None:
@@ -137,6 +143,7 @@ def measure_case(
                 overlap=share_present(query.surface_set, words.surface_set),
                 overlap_stemmed=share_present(query.stem_set, words.stem_set),
                 phrase=query.surface[start : start + length],
+                phrase_words=query.span_size(start, length),
                 leak=name_leak(query, unit),
             )
         )
@@ -163,7 +170,7 @@ def case_flags(check: CaseCheck, limits: TierThresholds) -> tuple[str, ...]:
     flags = []
     if limits.max_overlap_stemmed is not None and check.overlap_stemmed > limits.max_overlap_stemmed:
         flags.append(f"overlap {check.overlap_stemmed:.2f} > {limits.max_overlap_stemmed:g}")
-    if limits.max_phrase is not None and len(check.phrase) >= limits.max_phrase:
+    if limits.max_phrase is not None and check.phrase_words >= limits.max_phrase:
         flags.append(f"phrase '{' '.join(check.phrase)}'")
     if limits.flag_full_name_leak and check.leak_level == "full":
         leak = check.leak
@@ -198,7 +205,7 @@ def summarise_tier(tier: str, checks: Sequence[CaseCheck], limits: TierThreshold
         cases=n,
         mean_overlap=fmean(c.overlap for c in checks) if n else 0.0,
         mean_overlap_stemmed=fmean(c.overlap_stemmed for c in checks) if n else 0.0,
-        phrase_share=share(lambda c: len(c.phrase) >= 2),
+        phrase_share=share(lambda c: c.phrase_words >= 2),
         full_leak_share=share(lambda c: c.leak_level == "full"),
         partial_leak_share=share(lambda c: c.leak_level == "partial"),
         needs_relation_share=needs,

@@ -130,6 +130,7 @@ def report_json(report: FixtureCheck) -> dict[str, Any]:
             overlap=c.overlap,
             overlap_stemmed=c.overlap_stemmed,
             phrase=list(c.phrase),
+            phrase_words=c.phrase_words,
             name_leak=c.leak_level,
             needs_relation=c.needs_relation if c.tier == "multi_hop" else None,
         )

@@ -32,11 +32,20 @@ class Words:
 
     `breaks[i]` is True when punctuation (a comma, a sentence end, a bracket, a line
     break) separates word i from word i-1, so a shared phrase never spans it.
+    `groups[i]` numbers the compound word i came from: `trec_eval` gives two content
+    words but is one written word, so a phrase's length counts it once.
     """
 
     surface: tuple[str, ...]
     stems: tuple[str, ...]
     breaks: tuple[bool, ...] = ()
+    groups: tuple[int, ...] = ()
+
+    def span_size(self, start: int, length: int) -> int:
+        """How many written words (compounds) the content words [start, start+length) come from."""
+        if not self.groups:
+            return length
+        return len(set(self.groups[start : start + length]))
 
     @property
     def surface_set(self) -> frozenset[str]:
@@ -59,6 +68,8 @@ def content_words(text: str) -> Words:
     surface: list[str] = []
     stems: list[str] = []
     breaks: list[bool] = []
+    groups: list[int] = []
+    compound = 0
     pending = False
     for match in _SCAN.finditer(text or ""):
         word = match.group("word")
@@ -71,8 +82,10 @@ def content_words(text: str) -> Words:
             stems.extend(t)
             breaks.append(pending)
             breaks.extend([False] * (len(s) - 1))
+            groups.extend([compound] * len(s))
+            compound += 1
             pending = False
-    return Words(tuple(surface), tuple(stems), tuple(breaks))
+    return Words(tuple(surface), tuple(stems), tuple(breaks), tuple(groups))
 
 
 def share_present(query: frozenset[str], target: frozenset[str]) -> float:
@@ -83,6 +96,7 @@ def share_present(query: frozenset[str], target: frozenset[str]) -> float:
 def longest_shared_run(query: Words, target: Words) -> tuple[int, int]:
     """(start in `query`, length) of the longest run of consecutive stemmed content words
     that also occurs, consecutively, in `target`; no run crosses punctuation in either.
+    "Longest" counts written words first (`query.span_size`), then content words.
 
     Only positions where the two share a word are extended, so the cost follows the
     number of matches, not len(query) * len(target): cheap enough to run on every
@@ -96,7 +110,7 @@ def longest_shared_run(query: Words, target: Words) -> tuple[int, int]:
     for i, word in enumerate(t):
         if word in wanted:
             positions.setdefault(word, []).append(i)
-    best_start, best_len = 0, 0
+    best_start, best_len, best_size = 0, 0, 0
     for j, word in enumerate(q):
         for i in positions.get(word, ()):
             n = 1
@@ -104,6 +118,7 @@ def longest_shared_run(query: Words, target: Words) -> tuple[int, int]:
                 j + n < len(q) and i + n < len(t) and q[j + n] == t[i + n] and not qb[j + n] and not tb[i + n]
             ):
                 n += 1
-            if n > best_len:
-                best_start, best_len = j, n
+            size = query.span_size(j, n)
+            if (size, n) > (best_size, best_len):
+                best_start, best_len, best_size = j, n, size
     return best_start, best_len
