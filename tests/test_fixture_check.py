@@ -199,6 +199,20 @@ def test_name_leak_full_partial_none(report):
     assert clean.leak_level == "none" and clean.overlap == 0.0 and clean.flags == ()
 
 
+def test_one_word_name_leak_is_reported_not_flagged(tmp_path):
+    case = {
+        "id": "c1",
+        "tier": "concept",
+        "query": "fail loudly on bad input",
+        "expected": ["app/cli.py::fail"],
+    }
+    (check,) = check_fixture(load_fixture(write_fixture(tmp_path, [case]))).cases
+    # the whole name 'fail' is in the query, but one everyday word is not a leak worth a flag;
+    # overlap: fail of {fail, loudly, bad, input} = 1/4
+    assert check.leak_level == "full" and check.overlap_stemmed == pytest.approx(1 / 4)
+    assert check.flags == ()
+
+
 def test_expected_set_size_flag(report):
     checks, _ = report
     assert checks["c-big"].n_expected == 4

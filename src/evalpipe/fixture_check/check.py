@@ -172,9 +172,10 @@ def case_flags(check: CaseCheck, limits: TierThresholds) -> tuple[str, ...]:
         flags.append(f"overlap {check.overlap_stemmed:.2f} > {limits.max_overlap_stemmed:g}")
     if limits.max_phrase is not None and check.phrase_words >= limits.max_phrase:
         flags.append(f"phrase '{' '.join(check.phrase)}'")
-    if limits.flag_full_name_leak and check.leak_level == "full":
-        leak = check.leak
-        flags.append(f"name leak '{leak.name if leak else ''}'")
+    full = [u.leak for u in check.units if u.leak.level == "full"]
+    full = [leak for leak in full if len(leak.words) >= limits.leak_min_name_words]
+    if limits.flag_full_name_leak and full:
+        flags.append(f"name leak '{full[0].name}'")
     if limits.max_expected is not None and check.n_expected > limits.max_expected:
         flags.append(f"{check.n_expected} expected > {limits.max_expected}")
     if limits.flag_strong_candidate:

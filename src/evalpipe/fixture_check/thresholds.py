@@ -21,8 +21,11 @@ class TierThresholds:
     max_overlap_stemmed: float | None = None
     #: Flag a case sharing a run of at least this many consecutive content words with an expected unit.
     max_phrase: int | None = None
-    #: Flag a case whose query contains every content word of an expected unit's own name.
+    #: Flag a case whose query contains every content word of an expected unit's own name...
     flag_full_name_leak: bool = False
+    #: ...when the name has at least this many content words (`format_arguments`: 2). A
+    #: one-word name (`fail`, `_build`) is an everyday word a paraphrase may well use.
+    leak_min_name_words: int = 2
     #: Flag a case with more relevant expected IDs than this (any-hit recall gets lenient).
     max_expected: int | None = None
     #: Tier flag: at least this share of the tier's cases must need a relation (not be
