@@ -335,6 +335,42 @@ def test_difficulty_metrics(tmp_path):
     assert m["fixture/concept/cases"] == 6
 
 
+def test_every_run_logs_the_difficulty_summary(tmp_path, tracking_uri):
+    fx = write_fixture(tmp_path, CASES)
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evalpipe",
+            f"fixture.path={fx}",
+            f"tracking.uri={tracking_uri}",
+            f"hydra.run.dir={tmp_path / 'out'}",
+            "plots=false",
+            "progress=false",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    run_id = re.search(r"run ([0-9a-f]{32})", proc.stdout).group(1)
+    from mlflow.tracking import MlflowClient
+
+    run = MlflowClient(tracking_uri=tracking_uri).get_run(run_id)
+    assert run.info.status == "FINISHED"
+    m = run.data.metrics
+    # the same hand-worked figures as test_difficulty_metrics
+    assert m["fixture/concept/overlap_stemmed"] == pytest.approx((5 / 6 + 2 / 3 + 3 / 4 + 1) / 6)
+    assert m["fixture/multi_hop/needs_relation_share"] == pytest.approx(0.5)
+    assert m["fixture/flagged_share"] == pytest.approx(0.5)
+    assert m["recall_at_5"] >= 0  # logged in the same batch as the run's own metrics
+
+
 # --- gold fixtures ------------------------------------------------------------------------
 
 
