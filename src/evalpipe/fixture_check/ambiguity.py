@@ -95,8 +95,11 @@ class AmbiguityFinder:
         if len(mine) < NEAR_DUPLICATE_MIN_WORDS:
             return []
         out = []
+        # Jaccard >= J needs the smaller set to be at least J times the larger: skip the rest cheaply.
+        low, high = len(mine) * NEAR_DUPLICATE_JACCARD, len(mine) / NEAR_DUPLICATE_JACCARD
         for other, words in zip(self.corpus.ids, sets, strict=True):
-            if other == uid or len(words) < NEAR_DUPLICATE_MIN_WORDS:
+            n = len(words)
+            if n < NEAR_DUPLICATE_MIN_WORDS or not low <= n <= high or other == uid:
                 continue
             if len(mine & words) / len(mine | words) >= NEAR_DUPLICATE_JACCARD:
                 out.append(other)

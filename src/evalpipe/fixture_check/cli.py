@@ -71,19 +71,26 @@ def load(path: str, corpus: str | None) -> Fixture:
     return load_fixture(path, corpus=corpus)
 
 
-def ambiguity_rankers(fixture: Fixture, semantic: bool, err) -> dict:
-    """BM25 (as configured by default) and, optionally, the semantic ranker, prepared on the corpus."""
-    from evalpipe.rankers.base import RankerUnavailable
-    from evalpipe.rankers.bm25 import BM25Ranker
+def ranker_from_conf(name: str):
+    """The ranker exactly as `ranker=<name>` builds it (conf/ranker/<name>.yaml)."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
 
-    bm25 = BM25Ranker()
+    from evalpipe.paths import PROJECT_ROOT
+
+    return instantiate(OmegaConf.load(PROJECT_ROOT / "conf" / "ranker" / f"{name}.yaml"))
+
+
+def ambiguity_rankers(fixture: Fixture, semantic: bool, err) -> dict:
+    """BM25 and, optionally, the semantic ranker, as configured by default, prepared on the corpus."""
+    from evalpipe.rankers.base import RankerUnavailable
+
+    bm25 = ranker_from_conf("bm25")
     bm25.prepare(fixture.corpus)
     rankers = {"bm25": bm25}
     if semantic:
-        from evalpipe.rankers.semantic import SemanticRanker
-
         try:
-            dense = SemanticRanker()
+            dense = ranker_from_conf("semantic")
             dense.prepare(fixture.corpus)
             rankers["semantic"] = dense
         except RankerUnavailable as exc:
