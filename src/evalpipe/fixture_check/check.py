@@ -1,8 +1,8 @@
 """Measure every case of a fixture and summarise per tier: how hard, and how honest, it is.
 
-One pass over the cases computes, per case, the figures of `overlap`-style copying
-(content-word overlap with each expected unit, longest shared phrase), name leakage,
-multi_hop name matching and expected-set size; `flags` then applies the tier's
+One pass over the cases computes, per case, how much wording the query copies from
+its expected units (content-word overlap, longest shared phrase), name leakage,
+multi_hop name matching and expected-set size; `case_flags` then applies the tier's
 thresholds. Ambiguity candidates need a ranker index, so they are optional: the
 per-run MLflow summary leaves them out to stay cheap.
 """
@@ -10,7 +10,7 @@ per-run MLflow summary leaves them out to stay cheap.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import fmean
 
 from evalpipe.fixture import Case, Fixture
@@ -224,8 +224,6 @@ def check_fixture(
     finder: AmbiguityFinder | None = None,
 ) -> FixtureCheck:
     """Measure, flag and summarise every case. Without `finder`, no ambiguity candidates."""
-    from dataclasses import replace
-
     unit_words: dict[str, Words] = {}
     names = known_names(fixture.corpus)
     checks = []
