@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from evalpipe.tokenize import COMPOUND_PATTERN, identifier_pieces, make_stemmer, resolve_stopwords
 
@@ -47,11 +47,11 @@ class Words:
             return length
         return len(set(self.groups[start : start + length]))
 
-    @property
+    @cached_property
     def surface_set(self) -> frozenset[str]:
         return frozenset(self.surface)
 
-    @property
+    @cached_property
     def stem_set(self) -> frozenset[str]:
         return frozenset(self.stems)
 
@@ -71,9 +71,8 @@ def content_words(text: str) -> Words:
     groups: list[int] = []
     compound = 0
     pending = False
-    for match in _SCAN.finditer(text or ""):
-        word = match.group("word")
-        if word is None:
+    for _, word in _SCAN.findall(text or ""):
+        if not word:
             pending = True
             continue
         s, t = _compound_words(word)
