@@ -19,7 +19,7 @@ from evalpipe.fixture_check.ambiguity import AmbiguityFinder
 from evalpipe.fixture_check.check import check_fixture
 from evalpipe.fixture_check.leakage import query_identifiers, spellings
 from evalpipe.fixture_check.summary import difficulty_metrics
-from evalpipe.fixture_check.thresholds import apply_overrides
+from evalpipe.fixture_check.thresholds import apply_overrides, thresholds_for
 from evalpipe.fixture_check.words import content_words, longest_shared_run
 from evalpipe.rankers.bm25 import BM25Ranker
 
@@ -253,6 +253,17 @@ def test_tier_flag_when_too_few_multi_hop_cases_need_a_relation(tmp_path):
     fixture = load_fixture(write_fixture(tmp_path, CASES))
     checks = check_fixture(fixture, apply_overrides(["multi_hop.min_needs_relation=0.75"]))
     assert len(checks.tier_flags) == 1 and checks.tier_flags[0].startswith("multi_hop: only 50%")
+
+
+def test_threshold_overrides():
+    table = apply_overrides(
+        ["*.max_expected=none", "concept.max_phrase=3", "exact.flag_strong_candidate=true"]
+    )
+    assert table["concept"].max_phrase == 3 and table["concept"].max_overlap_stemmed == 0.5
+    assert thresholds_for("docs", table).max_expected is None  # '*' is every tier not listed
+    assert table["exact"].flag_strong_candidate is True and table["exact"].max_expected == 2
+    with pytest.raises(ValueError, match="flag_strong_candidate must be true or false"):
+        apply_overrides(["concept.flag_strong_candidate=1"])
 
 
 def test_query_identifiers_and_spellings():
