@@ -249,6 +249,20 @@ def test_tier_summary_hand_worked(report):
     assert concept.max_expected == 4
 
 
+def test_unanswerable_cases_do_not_dilute_the_tier_means(tmp_path):
+    unanswerable = {
+        "id": "u1",
+        "tier": "concept",
+        "query": "what is the SLA",
+        "answerability": "unanswerable",
+    }
+    fixture = load_fixture(write_fixture(tmp_path, [CASES[0], unanswerable]))
+    (concept,) = check_fixture(fixture).tiers
+    assert concept.cases == 2 and concept.flagged == 1
+    assert concept.mean_overlap_stemmed == pytest.approx(5 / 6)  # c-copy alone
+    assert concept.mean_expected == 1.0 and concept.phrase_share == 1.0
+
+
 def test_tier_flag_when_too_few_multi_hop_cases_need_a_relation(tmp_path):
     fixture = load_fixture(write_fixture(tmp_path, CASES))
     checks = check_fixture(fixture, apply_overrides(["multi_hop.min_needs_relation=0.75"]))

@@ -186,10 +186,16 @@ def case_flags(check: CaseCheck, limits: TierThresholds) -> tuple[str, ...]:
 
 
 def summarise_tier(tier: str, checks: Sequence[CaseCheck], limits: TierThresholds) -> TierSummary:
-    n = len(checks)
+    """Tier means and shares. Wording, name and size figures are over the cases that have
+    expected units (an unanswerable case has no target to copy from, so it would only dilute them)."""
+    measured = [c for c in checks if c.units]
+    m = len(measured)
 
     def share(pred) -> float:
-        return sum(1 for c in checks if pred(c)) / n if n else 0.0
+        return sum(1 for c in measured if pred(c)) / m if m else 0.0
+
+    def mean(values) -> float:
+        return fmean(values) if m else 0.0
 
     needs = None
     tier_flags: list[str] = []
@@ -200,18 +206,17 @@ def summarise_tier(tier: str, checks: Sequence[CaseCheck], limits: TierThreshold
                 f"only {needs:.0%} of multi_hop cases need a relation (< {limits.min_needs_relation:.0%}); "
                 "the rest are answerable by name match"
             )
-    sizes = [c.n_expected for c in checks]
     return TierSummary(
         tier=tier,
-        cases=n,
-        mean_overlap=fmean(c.overlap for c in checks) if n else 0.0,
-        mean_overlap_stemmed=fmean(c.overlap_stemmed for c in checks) if n else 0.0,
+        cases=len(checks),
+        mean_overlap=mean(c.overlap for c in measured),
+        mean_overlap_stemmed=mean(c.overlap_stemmed for c in measured),
         phrase_share=share(lambda c: c.phrase_words >= 2),
         full_leak_share=share(lambda c: c.leak_level == "full"),
         partial_leak_share=share(lambda c: c.leak_level == "partial"),
         needs_relation_share=needs,
-        mean_expected=fmean(sizes) if n else 0.0,
-        max_expected=max(sizes, default=0),
+        mean_expected=mean(c.n_expected for c in measured),
+        max_expected=max((c.n_expected for c in checks), default=0),
         flagged=sum(1 for c in checks if c.flags),
         candidates=sum(1 for c in checks if c.candidates),
         tier_flags=tuple(tier_flags),
