@@ -320,6 +320,36 @@ def test_strong_candidate_flags_until_judged(tmp_path):
     assert check.candidates == () and check.flags == ()
 
 
+class FixedRanker:
+    """A plug-in ranker (the `search` protocol only) returning the same list for every query."""
+
+    def __init__(self, ids):
+        self.ids = ids
+
+    def search(self, query, k, constraints=None):
+        from evalpipe.rankers.base import Hit
+
+        return [Hit(i) for i in self.ids[:k]]
+
+
+def test_two_rankers_above_the_expected_unit_are_two_reasons(tmp_path):
+    case = {"id": "c1", "tier": "docs", "query": "zulu", "expected": ["app/a.py::lookup"]}
+    fixture = load_fixture(write_fixture(tmp_path, [case]))
+    rankers = {
+        "one": FixedRanker(["app/run.py::run", "app/a.py::lookup"]),
+        "two": FixedRanker(["app/rank.py::top_k", "app/run.py::run", "app/a.py::lookup"]),
+    }
+    (check,) = check_fixture(fixture, finder=AmbiguityFinder(fixture, rankers)).cases
+    by_id = {c.unit_id: c for c in check.candidates}
+    # run: first for 'one', second for 'two' -> rank 1, two reasons -> strong
+    assert by_id["app/run.py::run"].reasons == ("one_above", "two_above")
+    assert by_id["app/run.py::run"].rank == 1 and by_id["app/run.py::run"].strong
+    # top_k: first for 'two' only; b.py::lookup: same name, never ranked -> not strong
+    assert by_id["app/rank.py::top_k"].reasons == ("two_above",) and not by_id["app/rank.py::top_k"].strong
+    assert by_id["app/b.py::lookup"].reasons == ("same_name",) and by_id["app/b.py::lookup"].rank is None
+    assert check.flags == ("ambiguous: app/run.py::run",)
+
+
 def test_subject_of_a_multi_hop_question_is_not_a_strong_candidate(tmp_path):
     case = {
         "id": "m1",

@@ -12,7 +12,7 @@ be one, for a person to accept (add to `expected`) or reject (add with grade 0,
 - `expected_elsewhere`: the fixture lists it as an answer to another case of the same tier
   (an `exact` case naming a symbol says nothing about a concept question);
 - `bm25_above` (and `semantic_above` with --semantic): the ranker puts it above every
-  expected unit, within the top RANKED_DEPTH.
+  expected unit, within the top RANKED_DEPTH (two rankers agreeing are two reasons).
 
 A candidate is *strong* (and flags the case) when a ranker puts it first, above every
 expected unit, one other reason backs it, and the query does not name it (`named_in_query`:
@@ -25,7 +25,7 @@ Units the case already judges (any grade, including 0) are never candidates.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from evalpipe.corpus import Unit
@@ -105,17 +105,17 @@ class AmbiguityFinder:
                 out.append(other)
         return out
 
-    def ranked_above(self, case: Case) -> dict[str, tuple[str, int]]:
-        """{unit id: (ranker, rank)} for unjudged units ranked above every expected unit."""
-        found: dict[str, tuple[str, int]] = {}
+    def ranked_above(self, case: Case) -> dict[str, dict[str, int]]:
+        """{unit id: {ranker: rank}} for unjudged units a ranker puts above every expected unit."""
+        found: dict[str, dict[str, int]] = defaultdict(dict)
         expected = set(case.expected)
         for name, ranker in self.rankers.items():
             hits = ranker.search(case.query, RANKED_DEPTH, case.winnow_constraints or None)
             for rank, hit in enumerate(hits, start=1):
                 if hit.id in expected:
                     break
-                if hit.id not in case.qrels and (hit.id not in found or rank < found[hit.id][1]):
-                    found[hit.id] = (name, rank)
+                if hit.id not in case.qrels:
+                    found[hit.id][name] = rank
         return found
 
     def candidates(self, case: Case) -> tuple[Candidate, ...]:
@@ -131,8 +131,8 @@ class AmbiguityFinder:
                 if other not in case.qrels:
                     reasons[other].append("near_duplicate")
         ranked = self.ranked_above(case)
-        for uid, (name, _) in ranked.items():
-            reasons[uid].append(f"{name}_above")
+        for uid, by_ranker in ranked.items():
+            reasons[uid].extend(f"{name}_above" for name in by_ranker)
         named = {
             "_".join(identifier_pieces(s))
             for ident in query_identifiers(case.query, self.names)
@@ -145,12 +145,8 @@ class AmbiguityFinder:
             if any(c != case.id and t == case.tier for c, t in self.expected_in.get(uid, ())):
                 reasons[uid].append("expected_elsewhere")
         out = [
-            Candidate(uid, tuple(dict.fromkeys(r)), ranked[uid][1] if uid in ranked else None)
+            Candidate(uid, tuple(dict.fromkeys(r)), min(ranked[uid].values()) if uid in ranked else None)
             for uid, r in reasons.items()
         ]
         out.sort(key=lambda c: (not c.strong, c.rank or RANKED_DEPTH + 1, -len(c.reasons), c.unit_id))
         return tuple(out)
-
-
-def strong_candidates(candidates: Sequence[Candidate]) -> list[Candidate]:
-    return [c for c in candidates if c.strong]
