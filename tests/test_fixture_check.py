@@ -390,6 +390,7 @@ def test_difficulty_metrics(tmp_path):
     assert m["fixture/concept/cases"] == 6
 
 
+@pytest.mark.slow
 def test_every_run_logs_the_difficulty_summary(tmp_path, tracking_uri):
     fx = write_fixture(tmp_path, CASES)
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
