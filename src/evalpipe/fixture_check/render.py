@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from evalpipe.fixture_check.check import CaseCheck, FixtureCheck
 from evalpipe.fixture_check.thresholds import thresholds_for
@@ -24,7 +25,8 @@ def _short(text: str, width: int = QUERY_WIDTH) -> str:
 
 
 def tier_table(report: FixtureCheck) -> Table:
-    table = Table(title=f"Fixture check: {report.name} ({report.source})", title_justify="left")
+    title = Text(f"Fixture check: {report.name} ({report.source})")
+    table = Table(title=title, title_justify="left")
     for col in (
         "tier",
         "cases",
@@ -40,7 +42,7 @@ def tier_table(report: FixtureCheck) -> Table:
         table.add_column(col, justify="left" if col == "tier" else "right")
     for t in report.tiers:
         table.add_row(
-            t.tier,
+            Text(t.tier),
             str(t.cases),
             f"{t.mean_overlap:.2f}",
             f"{t.mean_overlap_stemmed:.2f}",
@@ -64,15 +66,18 @@ def cases_table(checks: list[CaseCheck], title: str) -> Table:
     table.add_column("leak")
     table.add_column("flags")
     for c in checks:
-        table.add_row(
+        leak = c.leak_level if c.leak_level == "none" or c.leak is None else f"{c.leak_level}: {c.leak.name}"
+        flags = "; ".join(c.flags) or ("name match: " + c.name_matched if c.name_matched else "")
+        cells = (
             f"{c.case_id} ({c.line})" if c.line else c.case_id,
             c.tier,
             _short(c.query),
             f"{c.overlap_stemmed:.2f}",
             " ".join(c.phrase),
-            c.leak_level if c.leak_level == "none" or c.leak is None else f"{c.leak_level}: {c.leak.name}",
-            "; ".join(c.flags) or ("name match: " + c.name_matched if c.name_matched else ""),
+            leak,
+            flags,
         )
+        table.add_row(*(Text(cell) for cell in cells))  # Text: a query's [brackets] are not markup
     return table
 
 
@@ -87,7 +92,8 @@ def candidates_table(checks: list[CaseCheck], strong_only: bool) -> Table:
         for cand in c.candidates:
             if strong_only and not cand.strong:
                 continue
-            table.add_row(c.case_id, cand.unit_id, ", ".join(cand.reasons), str(cand.rank or ""))
+            cells = (c.case_id, cand.unit_id, ", ".join(cand.reasons), str(cand.rank or ""))
+            table.add_row(*(Text(cell) for cell in cells))
     return table
 
 
@@ -101,9 +107,10 @@ def print_report(
     elif flagged:
         console.print(cases_table(flagged, f"Flagged cases ({len(flagged)})"))
     if report.ambiguity:
-        with_strong = [c for c in report.cases if any("ambiguous" in f for f in c.flags)]
-        if show_candidates:
-            console.print(candidates_table([c for c in report.cases if c.candidates], strong_only=False))
+        with_strong = [c for c in report.cases if any(f.startswith("ambiguous:") for f in c.flags)]
+        with_any = [c for c in report.cases if c.candidates]
+        if show_candidates and with_any:
+            console.print(candidates_table(with_any, strong_only=False))
         elif with_strong:
             console.print(candidates_table(with_strong, strong_only=True))
         shown = sum(1 for c in with_strong for x in c.candidates if x.strong)
@@ -115,7 +122,7 @@ def print_report(
     else:
         console.print("ambiguity candidates not computed (--no-ambiguity)")
     for line in report.tier_flags:
-        console.print(f"[red]tier flag:[/] {line}")
+        console.print(Text.assemble(("tier flag: ", "red"), line))
     if not flagged and not report.tier_flags:
         console.print("[green]no flags[/]")
 
