@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalpipe import __version__
 from evalpipe.errors import EvalpipeError
 from evalpipe.fixture import Fixture
+from evalpipe.judge.run import build_judge, run_judge
 from evalpipe.reporting.report import ReportRow, markdown_report, print_tables
 from evalpipe.results import CaseResult
 from evalpipe.runner import PreparedRanker, peak_memory_mb, prepare_ranker, run_cases
@@ -233,6 +234,7 @@ def evaluate(cfg: DictConfig) -> float:
     try:
         fixture = instantiate(cfg.fixture)
         ranker = instantiate(cfg.ranker)
+        judge = build_judge(cfg.get("judge"))
     except EvalpipeError as exc:
         fail(str(exc))
     except InstantiationException as exc:
@@ -291,9 +293,17 @@ def evaluate(cfg: DictConfig) -> float:
             if prepared.skipped:
                 err.print(f"[yellow]ranker {ranker_choice} skipped:[/] {prepared.skipped}")
             results, scores, figures = measure(cfg, prepared, fixture, counter.count, run_name, err)
+            judged = None
+            if judge is not None and scores is not None:  # judged figures beside the strict ones
+                judged = run_judge(judge, results, scores, fixture.corpus, counter.count, fixture.tiers)
+                scores = judged.scores  # the same strict scores, misses carrying judged_hit
             row = ReportRow(run_name, scores, skipped=prepared.skipped)
             table = case_table(results, scores) if scores is not None else None
+            if judged is not None and table is not None:
+                judged.add_columns(table)
             files = run_files(cfg, fixture, row, results, table, revision, notes)
+            if judged is not None:
+                judged.add_files(files)
             if out_dir is not None:  # local copy first: finished results survive a tracking failure
                 out_dir.mkdir(parents=True, exist_ok=True)
                 for name, content in files.items():
@@ -308,6 +318,9 @@ def evaluate(cfg: DictConfig) -> float:
                 **figures,
                 **difficulty_metrics(fixture),  # what the recall figures are measured on
             }
+            if judged is not None:
+                metrics.update(judged.metrics)
+                run_tags.update(judged.tags)
             tracking.log_batch(
                 tracker, run_id, metrics=metrics, params=tracking.flatten(resolved), tags=run_tags
             )
@@ -325,6 +338,8 @@ def evaluate(cfg: DictConfig) -> float:
         fail(f"logging to MLflow failed ({type(exc).__name__}: {exc}){saved}", code=1)
 
     print_tables(console, fixture.name, [row], ks, fixture.tier_counts())
+    if judged is not None:
+        judged.print(console)
     if notes:
         for n in notes:
             console.print(f"[yellow]note:[/] {n}")

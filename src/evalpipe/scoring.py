@@ -30,6 +30,7 @@ class Miss:
     rank: int
     top: list[str]
     error: str | None = None
+    judged_hit: bool | None = None  # set by the LLM judge (evalpipe.judge); None = not judged
 
 
 @dataclass(frozen=True)
