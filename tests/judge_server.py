@@ -34,7 +34,13 @@ class JudgeServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
                 with server._lock:
-                    server.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
+                    server.requests.append(
+                        {
+                            "path": self.path,
+                            "body": body,
+                            "headers": {k.lower(): v for k, v in self.headers.items()},
+                        }
+                    )
                 status, payload = server.answer(self.path, body)
                 data = json.dumps(payload).encode()
                 try:

@@ -1,7 +1,7 @@
 """Entry points: `python -m evalpipe ...` and the `evalpipe` console script (Hydra apps).
 
-`evalpipe compare ...` and `evalpipe check-fixture ...` are dispatched to their
-commands before Hydra parses the command line.
+`evalpipe compare ...`, `evalpipe check-fixture ...` and `evalpipe merge-judgements ...` are
+dispatched to their commands before Hydra parses the command line.
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ def main() -> None:
         from evalpipe.fixture_check.cli import main as check_main
 
         sys.exit(check_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "merge-judgements":
+        from evalpipe.judge.merge import main as merge_main
+
+        sys.exit(merge_main(sys.argv[2:]))
     hydra_main()
 
 

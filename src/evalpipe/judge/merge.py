@@ -1,0 +1,247 @@
+"""`evalpipe merge-judgements`: reviewed judge verdicts into a fixture, as a new version.
+
+A judge's positives are suggestions until a person has read them. The run writes
+them to `judged.tsv`; the reviewer deletes the rows they reject (or sets grade 0)
+and merges the rest:
+
+    evalpipe merge-judgements fixtures/gold.yaml judged.tsv -o fixtures/gold_v2.yaml
+
+The fixture is edited as text, not re-dumped, so its comments, key order and
+layout survive: each new ID is added to its case's `expected` list or mapping
+(block entries carry the judge's reason as a comment), and `version` goes up by one.
+The result is parsed back and must equal the intended fixture exactly, and it is
+validated like any fixture (unknown case or unit IDs exit 2 naming the TSV line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evalpipe.errors import EvalpipeError
+from evalpipe.judge.report import TSV_COLUMNS
+
+
+@dataclass(frozen=True)
+class Row:
+    line: int
+    case_id: str
+    unit_id: str
+    grade: int
+    reason: str
+
+
+def read_verdicts(path: Path) -> list[Row]:
+    """Rows of a judged.tsv with grade >= 1; `#` lines are comments, the first other line the header."""
+    if not path.is_file():
+        raise EvalpipeError(f"{path}: no such file (the judged.tsv written by a run with a judge)")
+    header: list[str] | None = None
+    rows = []
+    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        cells = raw.split("\t")
+        if header is None:
+            header = [c.strip() for c in cells]
+            if "case_id" not in header or "unit_id" not in header:
+                raise EvalpipeError(
+                    f"{path}:{n}: the header must name the columns {', '.join(TSV_COLUMNS)} (tab-separated)"
+                )
+            continue
+        rec = dict(zip(header, (c.strip() for c in cells), strict=False))
+        if not rec.get("case_id") or not rec.get("unit_id"):
+            raise EvalpipeError(f"{path}:{n}: a row needs case_id and unit_id (tab-separated)")
+        try:
+            grade = int(rec.get("grade") or 1)
+        except ValueError:
+            raise EvalpipeError(f"{path}:{n}: grade must be an integer, got {rec['grade']!r}") from None
+        if grade >= 1:
+            rows.append(Row(n, rec["case_id"], rec["unit_id"], grade, rec.get("reason") or ""))
+    return rows
+
+
+def _plain(value: str) -> str:
+    """The ID as a YAML scalar: plain when it reads back unchanged in every position we use, else quoted."""
+    probes = (f"- {value}", f"[{value}]", f"{{{value}: 1}}", f"{value}: 1")
+    wanted = ([value], [value], {value: 1}, {value: 1})
+    try:
+        if all(yaml.safe_load(p) == w for p, w in zip(probes, wanted, strict=True)):
+            return value
+    except yaml.YAMLError:
+        pass
+    return json.dumps(value)
+
+
+def _comment(reason: str) -> str:
+    reason = " ".join(reason.split())[:150]
+    return f"  # judged: {reason}" if reason and reason != "-" else "  # judged"
+
+
+def _line_end(text: str, index: int) -> int:
+    """Index just after the newline ending the line that holds `index` (len(text) if none)."""
+    nl = text.find("\n", index)
+    return len(text) if nl < 0 else nl + 1
+
+
+def _line_start(text: str, index: int) -> int:
+    return text.rfind("\n", 0, index) + 1
+
+
+def _mapping_get(node: yaml.MappingNode, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+    for k, v in node.value:
+        if isinstance(k, yaml.ScalarNode) and k.value == key:
+            return k, v
+    return None
+
+
+def _case_edit(text: str, case: yaml.MappingNode, add: list[Row], where: str) -> tuple[int, int, str]:
+    """(start, end, replacement) that adds the rows' IDs to this case's `expected`."""
+    found = _mapping_get(case, "expected")
+    if found is None or (isinstance(found[1], yaml.ScalarNode) and found[1].tag.endswith(":null")):
+        raise EvalpipeError(f"{where}: case {add[0].case_id!r} has no expected list; add the IDs by hand")
+    _, node = found
+    if isinstance(node, yaml.SequenceNode | yaml.ScalarNode):
+        graded = [r for r in add if r.grade != 1]
+        if graded:
+            raise EvalpipeError(
+                f"{where}:{graded[0].line}: grade {graded[0].grade} for case {graded[0].case_id!r}, whose "
+                "expected IDs are a plain list (all grade 1): give grade 1 or make its expected a mapping"
+            )
+    if isinstance(node, yaml.ScalarNode):  # expected: one-id  ->  expected: [one-id, new]
+        original = text[node.start_mark.index : node.end_mark.index]
+        items = ", ".join([original] + [_plain(r.unit_id) for r in add])
+        return node.start_mark.index, node.end_mark.index, f"[{items}]"
+    if node.flow_style:  # [a, b] or {a: 2}
+        close = node.end_mark.index - 1
+        empty = not node.value
+        if isinstance(node, yaml.SequenceNode):
+            new = [_plain(r.unit_id) for r in add]
+        else:
+            new = [f"{_plain(r.unit_id)}: {r.grade}" for r in add]
+        return close, close, ("" if empty else ", ") + ", ".join(new)
+    # Block list or mapping: new lines after the last entry, indented like the first.
+    if isinstance(node, yaml.SequenceNode):
+        first, last = node.value[0], node.value[-1]
+        indent = text[_line_start(text, first.start_mark.index) : first.start_mark.index]
+        lines = [f"{indent}{_plain(r.unit_id)}{_comment(r.reason)}\n" for r in add]
+    else:
+        first, last = node.value[0][0], node.value[-1][1]
+        indent = text[_line_start(text, first.start_mark.index) : first.start_mark.index]
+        lines = [f"{indent}{_plain(r.unit_id)}: {r.grade}{_comment(r.reason)}\n" for r in add]
+    at = _line_end(text, max(last.end_mark.index - 1, last.start_mark.index))
+    prefix = "" if at == 0 or text[at - 1] == "\n" else "\n"
+    return at, at, prefix + "".join(lines)
+
+
+def _version_edit(text: str, root: yaml.MappingNode, version: Any, note: str) -> tuple[int, int, str]:
+    found = _mapping_get(root, "version")
+    if found is not None:
+        key, value = found
+        start = _line_start(text, key.start_mark.index)
+        return start, value.end_mark.index, f"# {note}\nversion: {version}"
+    cases_key = _mapping_get(root, "cases")
+    assert cases_key is not None
+    start = _line_start(text, cases_key[0].start_mark.index)
+    return start, start, f"# {note}\nversion: {version}\n"
+
+
+def merge_text(text: str, rows: Sequence[Row], where: str, tsv_name: str, version: Any = None):
+    """The fixture text with the rows merged, the intended data, and what was skipped as already there."""
+    data = yaml.safe_load(text)
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode) or "cases" not in data:
+        raise EvalpipeError(f"{where}: not a fixture (a mapping with name, corpus and cases)")
+    cases_node = _mapping_get(root, "cases")[1]  # type: ignore[index]
+    index = {str(c.get("id")): i for i, c in enumerate(data["cases"])}
+    per_case: dict[str, list[Row]] = {}
+    skipped: list[Row] = []
+    for r in rows:
+        if r.case_id not in index:
+            raise EvalpipeError(f"{tsv_name}:{r.line}: case {r.case_id!r} is not in {where}")
+        expected = data["cases"][index[r.case_id]].get("expected")
+        labelled = [expected] if isinstance(expected, str) else list(expected or [])
+        pending = [x.unit_id for x in per_case.get(r.case_id, [])]
+        if r.unit_id in labelled or r.unit_id in pending:
+            skipped.append(r)
+        else:
+            per_case.setdefault(r.case_id, []).append(r)
+    old = data.get("version")
+    if version is None:
+        if old is not None and (not isinstance(old, int) or isinstance(old, bool)):
+            raise EvalpipeError(
+                f"{where}: version {old!r} is not an integer: give the new one with --version"
+            )
+        version = (old or 1) + 1
+    added = sum(len(v) for v in per_case.values())
+    note = f"version {version}: {added} reviewed judge verdicts merged from {Path(tsv_name).name}"
+    edits = [_version_edit(text, root, version, note)]
+    for cid, add in per_case.items():
+        edits.append(_case_edit(text, cases_node.value[index[cid]], add, where))
+        case = data["cases"][index[cid]]
+        exp = case.get("expected")
+        if isinstance(exp, dict):
+            exp.update({r.unit_id: r.grade for r in add})
+        else:
+            case["expected"] = ([exp] if isinstance(exp, str) else list(exp)) + [r.unit_id for r in add]
+    data["version"] = version
+    for start, end, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        text = text[:start] + new + text[end:]
+    if yaml.safe_load(text) != data:  # never hand back a fixture that says something else
+        raise EvalpipeError(f"{where}: could not edit this layout safely; add the IDs by hand")
+    return text, data, skipped, added
+
+
+def merge(fixture: Path, tsv: Path, output: Path | None, version: Any = None) -> tuple[Path, int, list[Row]]:
+    from evalpipe.corpus import CorpusError, load_jsonl_corpus
+    from evalpipe.fixture import _case_lines, check_against_corpus, parse_cases
+    from evalpipe.paths import resolve_path
+
+    if not fixture.is_file():
+        raise EvalpipeError(f"{fixture}: no such fixture file")
+    rows = read_verdicts(tsv)
+    text, data, skipped, added = merge_text(
+        fixture.read_text(encoding="utf-8"), rows, str(fixture), str(tsv), version
+    )
+    cases = parse_cases(data["cases"], str(fixture), _case_lines(text))
+    try:
+        corpus = load_jsonl_corpus(resolve_path(data.get("corpus") or "", base=fixture.parent))
+    except CorpusError as exc:
+        raise EvalpipeError(f"{fixture}: corpus: {exc}") from None
+    missing = [r for r in rows if r.unit_id not in corpus]
+    if missing:
+        raise EvalpipeError(
+            f"{tsv}:{missing[0].line}: unit {missing[0].unit_id!r} is not in the fixture's corpus"
+        )
+    check_against_corpus(cases, corpus, str(fixture))
+    out = output or fixture.with_name(f"{fixture.stem}_v{data['version']}{fixture.suffix}")
+    out.write_text(text, encoding="utf-8")
+    return out, added, skipped
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="evalpipe merge-judgements",
+        description="Merge reviewed judge verdicts (a run's judged.tsv) into a fixture as a new version.",
+    )
+    parser.add_argument("fixture", type=Path, help="the fixture YAML the run used")
+    parser.add_argument(
+        "verdicts", type=Path, help="the reviewed judged.tsv (rows with grade >= 1 are merged)"
+    )
+    parser.add_argument("-o", "--output", type=Path, help="new fixture file (default: <fixture>_v<N>.yaml)")
+    parser.add_argument("--version", type=int, help="the new fixture version (default: the old one + 1)")
+    args = parser.parse_args(argv)
+    try:
+        out, added, skipped = merge(args.fixture, args.verdicts, args.output, args.version)
+    except EvalpipeError as exc:
+        print(f"evalpipe: error: {exc}", file=sys.stderr)
+        return 2
+    already = f"; {len(skipped)} already labelled, skipped" if skipped else ""
+    print(f"merged {added} judged IDs into {out}{already}")
+    return 0
