@@ -107,13 +107,6 @@ def _case_edit(text: str, case: yaml.MappingNode, add: list[Row], where: str) ->
     if found is None or (isinstance(found[1], yaml.ScalarNode) and found[1].tag.endswith(":null")):
         raise EvalpipeError(f"{where}: case {add[0].case_id!r} has no expected list; add the IDs by hand")
     _, node = found
-    if isinstance(node, yaml.SequenceNode | yaml.ScalarNode):
-        graded = [r for r in add if r.grade != 1]
-        if graded:
-            raise EvalpipeError(
-                f"{where}:{graded[0].line}: grade {graded[0].grade} for case {graded[0].case_id!r}, whose "
-                "expected IDs are a plain list (all grade 1): give grade 1 or make its expected a mapping"
-            )
     if isinstance(node, yaml.ScalarNode):  # expected: one-id  ->  expected: [one-id, new]
         original = text[node.start_mark.index : node.end_mark.index]
         items = ", ".join([original] + [_plain(r.unit_id) for r in add])
@@ -170,6 +163,11 @@ def merge_text(text: str, rows: Sequence[Row], where: str, tsv_name: str, versio
         pending = [x.unit_id for x in per_case.get(r.case_id, [])]
         if r.unit_id in labelled or r.unit_id in pending:
             skipped.append(r)
+        elif r.grade != 1 and not isinstance(expected, dict):
+            raise EvalpipeError(
+                f"{tsv_name}:{r.line}: grade {r.grade} for case {r.case_id!r}, whose expected IDs are a "
+                "plain list (all grade 1): give grade 1 or make its expected a mapping"
+            )
         else:
             per_case.setdefault(r.case_id, []).append(r)
     old = data.get("version")
