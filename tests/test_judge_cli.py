@@ -140,3 +140,14 @@ def test_bad_judge_settings_exit_2_before_any_run(tiny, tracking_uri):
     assert bad.stderr.strip().splitlines() == [
         "evalpipe: error: judge.max_calls must be an integer >= 0, got -5"
     ]
+    (tiny / "a-file").write_text("not a folder")
+    cache = run_cli(
+        tiny, "o3", *base, "judge.model=m", "judge.base_url=http://127.0.0.1:9/v1", "judge.cache_dir=a-file"
+    )
+    assert cache.returncode == 2
+    [line] = cache.stderr.strip().splitlines()
+    assert line.startswith("evalpipe: error: cannot open the judge cache") and "judge.cache_dir" in line
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    assert all(not client.search_runs([e.experiment_id]) for e in client.search_experiments())

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalpipe.errors import EvalpipeError
 from evalpipe.judge.verdict import Verdict
 
 SCHEMA = """
@@ -52,12 +53,17 @@ def text_sha256(text: str) -> str:
 
 class JudgementCache:
     def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.db = sqlite3.connect(str(path), timeout=30.0)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute(SCHEMA)
-        self.db.commit()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(str(path), timeout=30.0)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute(SCHEMA)
+            self.db.commit()
+        except (OSError, sqlite3.Error) as exc:
+            raise EvalpipeError(
+                f"cannot open the judge cache {path}: {exc} (set judge.cache_dir=... to a writable folder)"
+            ) from None
 
     def get(self, q: Question) -> Verdict | None:
         row = self.db.execute("SELECT relevant, reason FROM judgements WHERE key = ?", (q.key,)).fetchone()

@@ -82,6 +82,7 @@ def build_judge(node: Any) -> Judge | None:
     from hydra.utils import instantiate
 
     from evalpipe.judge.backends import make_backend
+    from evalpipe.judge.cache import JudgementCache
     from evalpipe.judge.prompt import load_prompt
 
     try:
@@ -91,6 +92,7 @@ def build_judge(node: Any) -> Judge | None:
         if isinstance(cause, EvalpipeError):
             raise cause from None
         raise EvalpipeError(f"cannot build the judge: {cause}") from None
+    JudgementCache(settings.cache_path).close()  # an unusable cache folder is bad input: say so now
     return Judge(settings, make_backend(settings), load_prompt(settings.prompt))
 
 
