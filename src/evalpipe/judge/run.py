@@ -119,7 +119,8 @@ def run_judge(
     depth = max(scores.ks)
     rescue = select.rescue_pairs(results, scores.first_rank, depth, s.pool)
     calib = select.calibration_pairs(results, units, s.calibration_pairs, s.seed) if s.calibrate else []
-    verdicts, stats = judge.ask_all(rescue + calib, units, count_tokens)
+    # Calibration first: a small fixed sample the budget must not starve.
+    verdicts, stats = judge.ask_all(calib + rescue, units, count_tokens)
 
     positives = tuple(
         Positive(p.case_id, p.unit_id, p.rank, verdicts[(p.case_id, p.unit_id)].verdict.reason)
