@@ -135,6 +135,7 @@ def test_a_rejected_key_stops_judging_instead_of_failing_every_pair(server, tmp_
     verdicts, stats = judge.ask_all(pairs(ids), units, COUNT)
     assert stats.stopped.startswith("judging stopped after AuthenticationError")
     assert (stats.calls, stats.errors, stats.unjudged) == (1, 1, 6)
+    assert verdicts[("c1", ids[1])].error.startswith("not judged: judging stopped after AuthenticationError")
     assert len(server.requests) == 1
 
 

@@ -103,13 +103,14 @@ class Judge:
         finally:
             cache.close()
         answers.update(by_key)
+        unasked = Judgement(None, f"not judged: {stats['stopped']}") if stats["stopped"] else NOT_ASKED
         out: dict[tuple[str, str], Judgement] = {}
         for p in pairs:
             if p.unit_id in missing:
                 out[(p.case_id, p.unit_id)] = Judgement(None, f"unit {p.unit_id!r} is not in the corpus")
             else:
                 key = self.question(p, units.get(p.unit_id)).key
-                out[(p.case_id, p.unit_id)] = answers.get(key, NOT_ASKED)
+                out[(p.case_id, p.unit_id)] = answers.get(key, unasked)
         hits = len(by_key)
         return out, AskStats(
             questions=hits + len(todo),
