@@ -106,12 +106,14 @@ def test_the_gold_fixture_merges_with_only_added_lines(tmp_path):
     (tmp_path / "gold_corpus.jsonl").symlink_to(ROOT / "fixtures" / "gold_corpus.jsonl")
     unit = "src/evalpipe/rankers/base.py::CorpusRanker"
     (tmp_path / "j.tsv").write_text(f"case_id\tunit_id\tgrade\treason\n{first['id']}\t{unit}\t1\tclose\n")
-    out, added, _ = merge(tmp_path / "gold.yaml", tmp_path / "j.tsv", tmp_path / "gold_v2.yaml")
+    new_version = data["version"] + 1
+    out, added, _ = merge(tmp_path / "gold.yaml", tmp_path / "j.tsv", None)
+    assert out == tmp_path / f"gold_v{new_version}.yaml"
     old, new = gold.splitlines(), out.read_text().splitlines()
     assert added == 1 and len(new) == len(old) + 2
     assert [line for line in new if line not in old] == [
-        "# version 2: 1 reviewed judge verdicts merged from j.tsv",
-        "version: 2",
+        f"# version {new_version}: 1 reviewed judge verdicts merged from j.tsv",
+        f"version: {new_version}",
         f"  - {unit}  # judged: close",
     ]
 
