@@ -152,14 +152,15 @@ class Judge:
             return answers, stats
         # Rendered here, in the main thread: the token counter need not be thread-safe.
         queue = iter([(q, self.render(p, unit, count_tokens)) for q, p, unit in todo])
-        with ThreadPoolExecutor(max_workers=self.settings.concurrency, thread_name_prefix="judge") as pool:
-            running: dict[Any, Question] = {}
+        pool = ThreadPoolExecutor(max_workers=self.settings.concurrency, thread_name_prefix="judge")
+        running: dict[Any, Question] = {}
 
-            def submit_next() -> None:
-                item = None if stats["stopped"] else next(queue, None)
-                if item is not None:
-                    running[pool.submit(self.backend.ask, item[1])] = item[0]
+        def submit_next() -> None:
+            item = None if stats["stopped"] else next(queue, None)
+            if item is not None:
+                running[pool.submit(self.backend.ask, item[1])] = item[0]
 
+        try:
             for _ in range(self.settings.concurrency):
                 submit_next()
             while running:
@@ -169,6 +170,8 @@ class Judge:
                     stats["calls"] += 1
                     answers[q.key] = self._settle(fut, q, cache, stats)
                     submit_next()
+        finally:  # on Ctrl-C, start nothing new and do not wait here for requests in flight
+            pool.shutdown(wait=not running, cancel_futures=True)
         return answers, stats
 
     @staticmethod
