@@ -350,4 +350,5 @@ def evaluate(cfg: DictConfig) -> float:
     if scores is None:
         return 0.0
     objective = str(cfg.get("objective", "recall_at_5"))
-    return float(flat_metrics(scores).get(objective, 0.0))
+    judged_figures = judged.metrics if judged is not None else {}  # objective=judged_recall_at_5 works too
+    return float({**flat_metrics(scores), **judged_figures}.get(objective, 0.0))
