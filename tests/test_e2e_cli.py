@@ -82,17 +82,19 @@ def test_bm25_run_is_logged_and_consistent_with_printout(tiny, tracking_uri):
     assert m["recall_at_1"] == pytest.approx(0.75)
     assert m["recall_at_20"] == pytest.approx(0.75)
     assert m["mrr"] == pytest.approx(0.75)
-    assert m["hits_at_5"] == 3
+    assert m["ir/hits_at_5"] == 3
     assert m["tier/exact/recall_at_5"] == 1.0 and m["tier/di/recall_at_5"] == 0.0
     assert m["tier/di/cases"] == 1
-    assert m["cases"] == 4 and m["retrieval_errors"] == 0 and m["empty_results"] == 1
-    assert m["latency_p95_us"] >= m["latency_p50_us"] > 0
-    assert "ndcg_at_5" in m and "map_at_20" in m and "index_build_seconds" in m and "peak_memory_mb" in m
+    assert m["count/cases"] == 4 and m["count/retrieval_errors"] == 0 and m["count/empty_results"] == 1
+    assert m["cost/latency_p95_us"] >= m["cost/latency_p50_us"] > 0
+    assert "ndcg_at_5" in m and "ir/map_at_20" in m
+    assert "cost/index_build_seconds" in m and "cost/peak_memory_mb" in m
     # The printed table shows the same figures.
     assert re.search(r"bm25\s+75\.0%\s+75\.0%\s+75\.0%\s+0\.750", out)
 
     p = run.data.params
-    assert p["ranker.k1"] == "1.5" and p["ks"] == "[1, 5, 20]" and p["ranker._target_"].endswith("BM25Ranker")
+    assert p["ranker.k1"] == "1.5" and p["ks"] == "[1, 5, 20]" and p["ranker"] == "bm25"
+    assert not any("_target_" in k for k in p) and "tracking.uri" not in p and "progress" not in p
     t = run.data.tags
     assert len(t["evalpipe.fixture_sha256"]) == 64 and len(t["evalpipe.corpus_sha256"]) == 64
     assert (
@@ -133,7 +135,7 @@ def test_plugin_with_failing_query_records_retrieval_error(tiny, tracking_uri):
     )[0]
     m = run.data.metrics
     # c1 found at rank 2; c2, c3 get nothing (empty results); c4 raised (an error, not an empty result).
-    assert m["retrieval_errors"] == 1 and m["empty_results"] == 2
+    assert m["count/retrieval_errors"] == 1 and m["count/empty_results"] == 2
     assert (
         m["recall_at_1"] == 0.0
         and m["recall_at_5"] == pytest.approx(0.25)
@@ -253,7 +255,7 @@ def test_runfile_replay_through_cli(tiny, tracking_uri, fmt):
     # c1 first hit at rank 2, c2 at rank 1, c3/c4 absent from the run file (empty results).
     assert m["recall_at_1"] == pytest.approx(0.25) and m["recall_at_5"] == pytest.approx(0.5)
     assert m["mrr"] == pytest.approx((0.5 + 1.0) / 4)
-    assert m["empty_results"] == 2 and m["retrieval_errors"] == 0
+    assert m["count/empty_results"] == 2 and m["count/retrieval_errors"] == 0
 
 
 def test_runfile_missing_file_exits_2(tiny, tracking_uri):

@@ -69,4 +69,4 @@ def test_unanswerable_cases_are_left_out_of_ranking_metrics_and_scored_by_rag():
     assert s.rag["rag_retrieval_error_rate"] == pytest.approx(1 / 5)
     assert s.rag["rag_empty_result_rate"] == pytest.approx(2 / 5)
     flat = flat_metrics(s)
-    assert flat["tier/exact/cases"] == 2 and flat["rag_mrr"] == pytest.approx(0.5 / 5)
+    assert flat["tier/exact/cases"] == 2 and flat["rag/mrr"] == pytest.approx(0.5 / 5)

@@ -21,7 +21,10 @@ from evalpipe import __version__
 from evalpipe.errors import EvalpipeError
 from evalpipe.fixture import Fixture
 from evalpipe.judge.run import build_judge, run_judge
-from evalpipe.reporting.report import ReportRow, markdown_report, print_tables
+from evalpipe.reporting.headline import NOTE_TAG, run_description
+from evalpipe.reporting.names import lookup, named
+from evalpipe.reporting.params import measurement_params
+from evalpipe.reporting.report import ReportRow, markdown_report
 from evalpipe.results import CaseResult
 from evalpipe.runner import PreparedRanker, peak_memory_mb, prepare_ranker, run_cases
 from evalpipe.scoring import RunScores, flat_metrics, score_results
@@ -82,8 +85,9 @@ def experiment_name(cfg: DictConfig) -> str:
 
 
 def default_run_name(ranker_choice: str, overrides: list[str]) -> str:
-    swept = [o.split("ranker.", 1)[1] for o in overrides if o.startswith("ranker.")]
-    return " ".join([ranker_choice, *swept])
+    from evalpipe.sweeps.naming import point_name
+
+    return point_name(ranker_choice, overrides)
 
 
 def case_table(results: list[CaseResult], scores: RunScores) -> dict[str, list[Any]]:
@@ -130,6 +134,7 @@ def measure(
     cfg: DictConfig, prepared: PreparedRanker, fixture: Fixture, count_tokens, run_name: str, err
 ) -> tuple[list[CaseResult], RunScores | None, dict[str, float]]:
     """Run and score every case (nothing for a skipped ranker); also the build/eval cost figures."""
+    from rich.markup import escape
     from rich.progress import track
 
     ks = list(cfg.ks)
@@ -141,7 +146,9 @@ def measure(
         if cfg.get("progress", True):
 
             def progress(cases):
-                return track(cases, description=f"{run_name} on {fixture.name}", console=err, transient=True)
+                return track(
+                    cases, description=escape(f"{run_name} on {fixture.name}"), console=err, transient=True
+                )
 
         start = time.perf_counter()
         results = run_cases(prepared.ranker, fixture, max(ks), count_tokens, progress)
@@ -254,6 +261,10 @@ def evaluate(cfg: DictConfig) -> float:
         tracker, experiment_id = tracking.open_experiment(cfg.tracking.uri, experiment)
     except EvalpipeError as exc:
         fail(str(exc))
+    objective = str(cfg.get("objective", "recall_at_5"))
+    from evalpipe.reporting import links
+
+    links.prepare_experiment(tracker.client, experiment_id, ks, objective)
 
     from evalpipe.fixture_check.summary import difficulty_metrics
     from evalpipe.sweeps import job as sweep
@@ -264,15 +275,9 @@ def evaluate(cfg: DictConfig) -> float:
     if job.sweep_id and not cfg.get("force"):
         done = sweep.find_finished(tracker, experiment_id, chash)
         if done is not None:
-            objective = str(cfg.get("objective", "recall_at_5"))
-            console.print(
-                f"[green]already done:[/] run {done.info.run_id} ({done.info.run_name}) measured this exact "
-                "configuration; reusing it (force=true re-runs)"
-            )
-            if out_dir is not None:
-                out_dir.mkdir(parents=True, exist_ok=True)
-                (out_dir / "reused_run.json").write_text(json.dumps({"run_id": done.info.run_id}))
-            return float(done.data.metrics.get(objective, 0.0))
+            from evalpipe.sweeps.reuse import reuse_point
+
+            return reuse_point(console, tracker, experiment_id, done, job, run_name, out_dir, objective)
 
     tags = {
         **job.tags,
@@ -315,15 +320,17 @@ def evaluate(cfg: DictConfig) -> float:
                 run_tags["evalpipe.skipped"] = prepared.skipped[:5000]
             metrics = {
                 **(flat_metrics(scores) if scores is not None else {}),
-                **figures,
+                **named(figures),
                 **difficulty_metrics(fixture),  # what the recall figures are measured on
             }
-            if judged is not None:
+            if judged is not None:  # objective=judged_recall_at_5 works too
                 metrics.update(judged.metrics)
                 run_tags.update(judged.tags)
-            tracking.log_batch(
-                tracker, run_id, metrics=metrics, params=tracking.flatten(resolved), tags=run_tags
+            params = measurement_params(resolved, ranker_choice, fixture.name)
+            run_tags[NOTE_TAG] = run_description(
+                fixture.name, row, ks, fixture.tier_counts(), params, objective, lookup(metrics, objective)
             )
+            tracking.log_batch(tracker, run_id, metrics=metrics, params=params, tags=run_tags)
             tracking.log_artifact_files(
                 tracker, run_id, {k: v for k, v in files.items() if k != "cases.jsonl"}
             )
@@ -337,18 +344,22 @@ def evaluate(cfg: DictConfig) -> float:
         saved = f"; the results are saved in {out_dir}" if out_dir is not None else ""
         fail(f"logging to MLflow failed ({type(exc).__name__}: {exc}){saved}", code=1)
 
-    print_tables(console, fixture.name, [row], ks, fixture.tier_counts())
-    if judged is not None:
-        judged.print(console)
-    if notes:
-        for n in notes:
-            console.print(f"[yellow]note:[/] {n}")
-    console.print(
-        f"MLflow: experiment [bold]{experiment}[/] · run [bold]{run_id}[/] ({run_name})\n"
-        f"Open it: [cyan]{tracker.ui_command}[/]"
+    value = float(lookup(metrics, objective) or 0.0)
+    from evalpipe.reporting.run_end import print_run_end
+
+    after_tables = judged.print if judged is not None else None
+    print_run_end(
+        console,
+        tracker,
+        experiment,
+        experiment_id,
+        run_id,
+        run_name,
+        row,
+        fixture,
+        ks,
+        notes,
+        job,
+        after_tables,
     )
-    if scores is None:
-        return 0.0
-    objective = str(cfg.get("objective", "recall_at_5"))
-    judged_figures = judged.metrics if judged is not None else {}  # objective=judged_recall_at_5 works too
-    return float({**flat_metrics(scores), **judged_figures}.get(objective, 0.0))
+    return value

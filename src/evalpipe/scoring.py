@@ -154,10 +154,13 @@ def score_results(
 
 
 def flat_metrics(scores: RunScores) -> dict[str, float]:
-    """Every figure under one consistent name: overall as is, tiers as `tier/<tier>/<metric>`, RAG as is."""
-    out = {k: float(v) for k, v in scores.overall.items()}
+    """Every figure under its MLflow name (`evalpipe.reporting.names`): headline figures bare, the
+    rest grouped by prefix (`ir/`, `cost/`, `count/`, `rag/`), tiers as `tier/<tier>/<metric>`."""
+    from evalpipe.reporting.names import metric_name
+
+    out = {metric_name(k): float(v) for k, v in scores.overall.items()}
     for tier, figures in scores.per_tier.items():
         for name, value in figures.items():
             out[f"tier/{tier}/{name}"] = float(value)
-    out.update({k: float(v) for k, v in scores.rag.items()})
+    out.update({metric_name(k): float(v) for k, v in scores.rag.items()})
     return out

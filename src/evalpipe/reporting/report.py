@@ -211,6 +211,7 @@ def print_tables(
 ) -> None:
     """The same tables as the Markdown report, drawn with rich for the terminal."""
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     ks = sorted(ks)
@@ -226,9 +227,9 @@ def print_tables(
     if rt:
         sections.append(("RAG quality", rt))
     for title, (header, body) in sections:
-        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+        table = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD)
         for i, h in enumerate(header):
             table.add_column(h, justify="left" if i == 0 else "right")
-        for row in body:
-            table.add_row(*row)
+        for row in body:  # literally: a run name such as `bm25 fields=[title]` is not markup
+            table.add_row(*(escape(cell) for cell in row))
         console.print(table)

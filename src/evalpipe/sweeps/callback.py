@@ -79,6 +79,8 @@ class MLflowSweepCallback(Callback):
         self._started = 0.0
         self._saved_env: dict[str, str | None] = {}
         self._config: DictConfig | None = None
+        self._experiment_id = ""
+        self._rows: list[Any] = []
 
     # Hydra pickles the callbacks with the job context for joblib/Ray workers: ship an inert copy.
     def __getstate__(self) -> dict[str, Any]:
@@ -120,6 +122,10 @@ class MLflowSweepCallback(Callback):
         except EvalpipeError as exc:
             print(f"evalpipe: error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
+        from evalpipe.reporting.links import prepare_experiment
+
+        prepare_experiment(tracker.client, experiment_id, list(config.ks), self._objective)
+        self._experiment_id = experiment_id
         sweeper = str(config.hydra.sweeper.get("_target_", "")).rsplit(".", 1)[-1]
         launcher = str(config.hydra.launcher.get("_target_", "")).rsplit(".", 1)[-1]
         name = _sweep_name(config)
@@ -209,12 +215,49 @@ class MLflowSweepCallback(Callback):
                         os.environ[key] = value
                 self._saved_env = {}
         print(f"[evalpipe] sweep {self._sweep_id}: parent run {parent} {status}", file=sys.stderr)
+        if self._rows and tracker is not None:
+            self._print_summary(tracker, parent, status)
+
+    def _print_summary(self, tracker: Any, parent: str, status: str) -> None:
+        """The top points by the objective, the best point, and where the summary and parent run are."""
+        from pathlib import Path
+
+        from rich import box
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+
+        from evalpipe.reporting.links import ui_lines
+        from evalpipe.sweeps.summary import best_line, points_table, top_points
+
+        console = Console(width=None if sys.stdout.isatty() else 160)
+        top = top_points(self._rows, self._objective)
+        header, body = points_table(top, self._keys)
+        table = Table(
+            box=box.SIMPLE_HEAD,
+            title=f"sweep {self._sweep_id}: top {len(top)} of {len(self._rows)} points "
+            f"by {escape(self._objective)}",
+            title_justify="left",
+        )
+        for i, h in enumerate(header):
+            table.add_column(escape(h), justify="right" if i > len(self._keys) else "left")
+        for row, point in zip(body, top, strict=True):  # the 8-character ID, as compare accepts it
+            table.add_row(*(escape(cell) for cell in row[:-1]), point.run_id[:8])
+        console.print(table)
+        console.print(escape(best_line(self._rows, self._keys, self._objective)), highlight=False)
+        summary = Path(self._sweep_dir) / "summary.md"
+        if summary.is_file():
+            console.print(f"summary:    {escape(str(summary))}", highlight=False)
+        console.print(f"parent run: {parent} ({status})", highlight=False)
+        for line in ui_lines(tracker.uri, self._experiment_id, parent, tracker.ui_command):
+            console.print(escape(line), highlight=False, soft_wrap=True)
 
     def _write_summary(self, tracker: Any, parent: str, aborted: str | None = None) -> int:
         """Log summary.md, summary.csv, plots and best/<metric>; return the number of failed points."""
         from pathlib import Path
 
         from evalpipe.reporting import tracking
+        from evalpipe.reporting.headline import NOTE_TAG, clip
         from evalpipe.reporting.plots import sweep_plots
         from evalpipe.sweeps.summary import (
             best_metric_names,
@@ -222,10 +265,12 @@ class MLflowSweepCallback(Callback):
             collect_rows,
             summary_csv,
             summary_markdown,
+            sweep_description,
         )
 
         # 1 s slack: file mtimes can be coarser than time.time().
         rows = collect_rows(tracker.client, parent, self._sweep_dir, self._keys, since=self._started - 1.0)
+        self._rows = rows
         best = best_points(rows, best_metric_names(rows, self._objective))
         failed = sum(r.status == "FAILED" for r in rows)
         metrics = {f"best/{name}": row.metrics[name] for name, row in best.items()}
@@ -237,6 +282,7 @@ class MLflowSweepCallback(Callback):
             }
         )
         tags = {f"best/{name}.run_id": row.run_id for name, row in best.items()}
+        tags[NOTE_TAG] = clip(sweep_description(rows, self._keys, self._objective, self._sweep_id))
         tracking.log_batch(tracker, parent, metrics=metrics, tags=tags)
         name = _sweep_name(self._config) if self._config is not None else ""
         files: dict[str, str | bytes] = {
@@ -255,7 +301,10 @@ class MLflowSweepCallback(Callback):
             if path.is_file():
                 files[extra] = path.read_text(encoding="utf-8")
         tracking.log_artifact_files(tracker, parent, files)
-        plot_metrics = self.plot_metrics or [self._objective, "mrr"]
+        plot_metrics = self.plot_metrics or [
+            (best_metric_names(rows, self._objective) or [self._objective])[0],
+            "mrr",
+        ]
         try:
             plots = sweep_plots(rows, plot_metrics)
         except Exception as exc:  # a plot must not cost the summary

@@ -112,4 +112,12 @@ def find_finished(tracker: Any, experiment_id: str, config_hash: str) -> Any | N
         max_results=20,
     )
     # A run whose ranker was skipped measured nothing: after installing the backend, run again.
-    return next((r for r in runs if "evalpipe.skipped" not in r.data.tags), None)
+    # A reuse child (evalpipe.sweeps.reuse) stands for another run: reuse that one instead.
+    return next(
+        (
+            r
+            for r in runs
+            if "evalpipe.skipped" not in r.data.tags and "evalpipe.reused_run_id" not in r.data.tags
+        ),
+        None,
+    )

@@ -21,8 +21,10 @@ from typing import Any
 
 import yaml
 
+from evalpipe.reporting.names import metric_name
 from evalpipe.reporting.report import DASH, markdown_table, pct
 from evalpipe.sweeps.job import ROLE_TAG, SWEEP_TAG
+from evalpipe.sweeps.reuse import REUSED_TAG
 
 SWEPT_TAG_PREFIX = "evalpipe.swept."
 REUSED = "REUSED"
@@ -126,9 +128,12 @@ def row_from_run(run: Any, keys: Sequence[str], status: str | None = None, job_o
         values[key] = DASH if value is None else str(value)
     if job is None and tags.get("evalpipe.job_num", "").isdigit():
         job = int(tags["evalpipe.job_num"])
+    reused = tags.get(REUSED_TAG)  # a reuse child stands for the run that measured the point
+    if reused and str(run.info.status) == "FINISHED":
+        status = status or REUSED
     return SweepRow(
         job=job,
-        run_id=run.info.run_id,
+        run_id=reused or run.info.run_id,
         run_name=run.info.run_name or "",
         status=status or str(run.info.status),
         values=values,
@@ -159,17 +164,17 @@ def collect_rows(
         for run in search_all(client, f"tags.`mlflow.parentRunId` = '{parent_run_id}'")
         if run.data.tags.get(ROLE_TAG) != "parent"
     ]
-    seen = {r.run_id for r in rows}
+    seen = {(r.job, r.run_id) for r in rows}
+    seen_ids = {r.run_id for r in rows}
     for run_id, job_dir in reused_runs(sweep_dir, since):
         job, overrides = job_dir_info(job_dir)
+        if (job, run_id) in seen or (job is None and run_id in seen_ids):
+            continue  # already listed through its reuse child
         try:
             run = client.get_run(run_id)
         except Exception:
             continue  # deleted since: nothing to summarise
-        row = row_from_run(run, keys, status=REUSED, job_overrides=overrides, job=job)
-        if row.run_id in seen and row.job is None:
-            continue
-        rows.append(row)
+        rows.append(row_from_run(run, keys, status=REUSED, job_overrides=overrides, job=job))
     return sort_rows(rows)
 
 
@@ -185,11 +190,11 @@ def ks_of(rows: Sequence[SweepRow], family: str = "recall") -> list[int]:
 
 def best_metric_names(rows: Sequence[SweepRow], objective: str) -> list[str]:
     """The objective, then recall_at_K, mrr, ndcg_at_K for every K the runs have."""
-    names = [objective]
+    present = {n for r in rows for n in r.metrics}
+    names = [objective if objective in present else metric_name(objective)]
     names += [f"recall_at_{k}" for k in ks_of(rows)]
     names += ["mrr"]
     names += [f"ndcg_at_{k}" for k in ks_of(rows, "ndcg")]
-    present = {n for r in rows for n in r.metrics}
     return [n for n in dict.fromkeys(names) if n in present]
 
 
@@ -230,7 +235,7 @@ def _columns(rows: Sequence[SweepRow]) -> list[tuple[str, str, str]]:
     cols = [(f"R@{k}", f"recall_at_{k}", "pct") for k in ks_of(rows)]
     cols.append(("MRR", "mrr", "3f"))
     cols += [(f"nDCG@{k}", f"ndcg_at_{k}", "4f") for k in ks_of(rows, "ndcg")]
-    cols.append(("p95 µs", "latency_p95_us", "int"))
+    cols.append(("p95 µs", metric_name("latency_p95_us"), "int"))
     return cols
 
 
@@ -287,8 +292,8 @@ def summary_markdown(
 
 
 def summary_csv(rows: Sequence[SweepRow], keys: Sequence[str]) -> str:
-    """Every point with every overall metric (names without '/'), for spreadsheets and pandas."""
-    metric_names = sorted({n for r in rows for n in r.metrics if "/" not in n})
+    """Every point with every overall metric (not per tier, not index statistics), for spreadsheets."""
+    metric_names = sorted({n for r in rows for n in r.metrics if not n.startswith(("tier/", "index/"))})
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["job", "status", "run_id", "run_name", *keys, *metric_names])
@@ -309,7 +314,7 @@ def summary_csv(rows: Sequence[SweepRow], keys: Sequence[str]) -> str:
 def sweep_run_ids(client: Any, sweep_id: str) -> list[str]:
     """Run IDs of every point of sweep `sweep_id`: its children plus runs its parents' summary.csv lists."""
     ids = [
-        r.info.run_id
+        r.data.tags.get(REUSED_TAG) or r.info.run_id  # a reuse child: the run that has the cases
         for r in search_all(client, f"tags.`{SWEEP_TAG}` = '{sweep_id}'")
         if r.data.tags.get(ROLE_TAG) == "child" and r.info.status == "FINISHED"
     ]
@@ -323,3 +328,43 @@ def sweep_run_ids(client: Any, sweep_id: str) -> list[str]:
         except Exception:
             continue  # a parent that never wrote its summary (killed sweep)
     return list(dict.fromkeys(ids))
+
+
+def top_points(rows: Sequence[SweepRow], objective: str, n: int = 10) -> list[SweepRow]:
+    """The `n` measured points with the highest objective (ties: job order), then failed ones are left out."""
+    name = objective if any(objective in r.metrics for r in rows) else metric_name(objective)
+    scored = [r for r in rows if r.measured and name in r.metrics]
+    return sorted(scored, key=lambda r: -r.metrics[name])[:n]
+
+
+def best_line(rows: Sequence[SweepRow], keys: Sequence[str], objective: str) -> str:
+    """`best recall_at_5 = 0.8833: job 1 · ranker.k1=0.9 ranker.b=0.75 · run <id>` (plain text)."""
+    top = top_points(rows, objective, 1)
+    if not top:
+        return f"best {objective}: no measured point"
+    row = top[0]
+    name = objective if objective in row.metrics else metric_name(objective)
+    values = " ".join(f"{k}={_cell(row.values.get(k, DASH))}" for k in keys)
+    job = "" if row.job is None else f"job {row.job} · "
+    return f"best {objective} = {row.metrics[name]:.4f}: {job}{values or row.run_name} · run {row.run_id}"
+
+
+def sweep_description(
+    rows: Sequence[SweepRow], keys: Sequence[str], objective: str, sweep_id: str, n: int = 10
+) -> str:
+    """The parent run's MLflow description: the top points by the objective and the best point."""
+    failed = sum(r.status == "FAILED" for r in rows)
+    reused = sum(r.status == REUSED for r in rows)
+    top = top_points(rows, objective, n)
+    out = [
+        f"**Sweep `{sweep_id}`** · {len(rows)} points · {reused} reused · {failed} failed · "
+        f"objective `{objective}`",
+        "",
+        f"**{best_line(rows, keys, objective)}**",
+        "",
+        f"#### Top {len(top)} points by {objective}",
+        "",
+    ]
+    out += markdown_table(*points_table(top, keys)) + [""]
+    out += ["_Every point: summary.md in the artifacts, and the child runs nested under this run._"]
+    return "\n".join(out)

@@ -1,0 +1,132 @@
+"""Where a run can be seen in the MLflow UI, and how evalpipe experiments open there.
+
+MLflow 3.17's UI opens every experiment on its GenAI "Overview" (traces) unless the URL says
+`workflowType=machine_learning`: its workflow switch is always on, so the UI takes the
+experiment's kind from the URL or from the browser's last toggle (local storage key
+`mlflow.workflowType`), not from the `mlflow.experimentKind` tag. evalpipe therefore does both:
+it tags its experiments `custom_model_development` (what UIs that read the tag use to pick the
+runs table) and prints links that carry `workflowType=machine_learning`.
+
+The runs table shows no metric columns until someone picks them. The UI restores a "shared
+view" (columns and sort order) from an experiment tag `mlflow.sharedViewState.<key>` when the
+URL carries `viewStateShareKey=<key>`, so evalpipe stores one whose columns are the headline
+metrics and whose sort is the objective, and its experiment links open it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+#: The tag MLflow 3 UIs read for an experiment's kind, and the value of the classic runs view.
+KIND_TAG = "mlflow.experimentKind"
+KIND = "custom_model_development"
+WORKFLOW = "workflowType=machine_learning"
+#: Shared-view tag prefix the UI reads for `viewStateShareKey=<key>` links.
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+VIEW_KEY = "evalpipe"
+#: What `mlflow ui` serves by default (for a local SQLite store).
+LOCAL_UI = "http://127.0.0.1:5000"
+
+
+def ui_base(uri: str) -> str | None:
+    """The UI address for a tracking URI: `mlflow ui`'s default for SQLite, the server itself for http(s)."""
+    if uri.startswith("sqlite:"):
+        return LOCAL_UI
+    if uri.startswith(("http://", "https://")):
+        return uri.rstrip("/")
+    return None
+
+
+def experiment_url(uri: str, experiment_id: str) -> str | None:
+    """The experiment's runs table with evalpipe's columns (headline metrics, sorted by the objective)."""
+    base = ui_base(uri)
+    if base is None:
+        return None
+    return f"{base}/#/experiments/{experiment_id}/runs?{WORKFLOW}&viewStateShareKey={VIEW_KEY}"
+
+
+def run_url(uri: str, experiment_id: str, run_id: str) -> str | None:
+    base = ui_base(uri)
+    if base is None:
+        return None
+    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}?{WORKFLOW}"
+
+
+def headline_columns(ks: Sequence[int]) -> list[str]:
+    """recall@K for every K, MRR, then nDCG@K: the runs table's metric columns."""
+    ks = sorted(set(int(k) for k in ks))
+    return [f"recall_at_{k}" for k in ks] + ["mrr"] + [f"ndcg_at_{k}" for k in ks]
+
+
+def view_state(metrics: Sequence[str], params: Sequence[str], order_by: str) -> dict[str, Any]:
+    """The runs table state the UI restores from a shared view: chosen columns, in order, and the sort."""
+    columns = [f"params.`{p}`" for p in params] + [f"metrics.`{m}`" for m in metrics]
+    return {
+        "selectedColumns": columns,
+        "columnOrder": ["attributes.`Run Name`", *columns],
+        "orderByKey": f"metrics.`{order_by}`",
+        "orderByAsc": False,
+    }
+
+
+def prepare_experiment(
+    client: Any, experiment_id: str, ks: Sequence[int] = (1, 5, 20), objective: str = "recall_at_5"
+) -> None:
+    """Tag an evalpipe experiment so the UI opens it on the runs table with the headline columns.
+
+    Idempotent and cheap (one read; writes only what changed), so every run and sweep calls it,
+    which also upgrades experiments created by older evalpipe versions. A run with new K values
+    widens the view to the union of the columns.
+    """
+    try:
+        _prepare(client, experiment_id, ks, objective)
+    except Exception:  # a read-only or older server: the links still work, only the defaults are missing
+        return
+
+
+def _prepare(client: Any, experiment_id: str, ks: Sequence[int], objective: str) -> None:
+    tags = client.get_experiment(experiment_id).tags or {}
+    if tags.get(KIND_TAG) != KIND:
+        client.set_experiment_tag(experiment_id, KIND_TAG, KIND)
+    view_tag = VIEW_TAG_PREFIX + VIEW_KEY
+    metrics = headline_columns(ks)
+    old: dict[str, Any] = {}
+    with contextlib.suppress(ValueError):
+        old = json.loads(tags.get(view_tag) or "{}")
+    old_metrics = [
+        c[len("metrics.`") : -1] for c in old.get("selectedColumns", []) if str(c).startswith("metrics.`")
+    ]
+    union = list(dict.fromkeys(old_metrics + metrics))
+    by_family = sorted(union, key=lambda m: (_family_rank(m), _k(m)))
+    order_by = objective if not old.get("orderByKey") else old["orderByKey"][len("metrics.`") : -1]
+    state = view_state(by_family, ["ranker"], order_by)
+    if state != old:
+        client.set_experiment_tag(experiment_id, view_tag, json.dumps(state))
+
+
+def _family_rank(metric: str) -> int:
+    for i, prefix in enumerate(("recall_at_", "mrr", "ndcg_at_")):
+        if metric.startswith(prefix):
+            return i
+    return 3
+
+
+def _k(metric: str) -> int:
+    tail = metric.rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def ui_lines(uri: str, experiment_id: str, run_id: str, ui_command: str) -> list[str]:
+    """What to print after a run or sweep: the run's page, the experiment's runs table, how to serve them."""
+    lines = []
+    run = run_url(uri, experiment_id, run_id)
+    exp = experiment_url(uri, experiment_id)
+    if run:
+        lines.append(f"run page:   {run}")
+    if exp:
+        lines.append(f"runs table: {exp}")
+    lines.append(f"serve it:   {ui_command}")
+    return lines

@@ -1,0 +1,67 @@
+"""Which config values a run logs as MLflow params: those that describe the measurement.
+
+MLflow's compare view draws its parallel-coordinates plot and its param table from the
+params, so `force`, `progress`, `plots`, `tracking.uri` and Hydra's `_target_` class paths
+only crowd out the ranker settings people compare. What is left out is not lost: the whole
+resolved config is logged as `config.yaml`.
+
+Pure (config in, dict out), so secret masking (`mask_config`) composes with it in either order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+#: Top-level keys logged as they are (the K list, the metric families, the token encoding).
+MEASUREMENT_KEYS = ("ks", "metrics", "token_encoding")
+#: Keys Hydra reads to build objects: how, not what; and credentials, which are never params
+#: (the secret-masking rule covers the logged config; these are not even candidates).
+HYDRA_KEYS = ("_target_", "_partial_", "_convert_", "_recursive_", "_args_", "api_key")
+#: How a judge runs, not what it judges.
+JUDGE_RUNTIME = ("concurrency", "timeout", "max_retries", "cache_dir", "api_key_env", "base_url")
+#: MLflow's limit on a param value.
+MAX_VALUE = 6000
+
+
+def _value(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, list | tuple | dict) else str(value)
+    return text[:MAX_VALUE]
+
+
+def _flatten(node: Mapping[str, Any], prefix: str, out: dict[str, str]) -> None:
+    for key, value in node.items():
+        if str(key) in HYDRA_KEYS:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            _flatten(value, name + ".", out)
+        else:
+            out[name] = _value(value)
+
+
+def measurement_params(cfg: Mapping[str, Any], ranker_choice: str, fixture_name: str = "") -> dict[str, str]:
+    """`ranker` (the choice by name), `ranker.<param>` without class paths, `fixture` and its
+    settings, the K list, metric families and token encoding, and, when a judge ran, what it
+    judged with (`judge.backend`, `judge.model`, `judge.prompt`, ...; never its key).
+
+    `cfg` is the resolved config as plain containers (`OmegaConf.to_container(cfg, resolve=True)`).
+    """
+    out: dict[str, str] = {"ranker": ranker_choice}
+    ranker = cfg.get("ranker")
+    if isinstance(ranker, Mapping):
+        _flatten(ranker, "ranker.", out)
+    fixture = cfg.get("fixture")
+    if isinstance(fixture, Mapping):
+        _flatten(fixture, "fixture.", out)
+    name = fixture_name or (str(fixture.get("name") or "") if isinstance(fixture, Mapping) else "")
+    if name:
+        out["fixture"] = name
+    judge = cfg.get("judge")
+    if isinstance(judge, Mapping) and judge.get("backend") not in (None, "none"):  # judged figures
+        _flatten({k: v for k, v in judge.items() if k not in JUDGE_RUNTIME}, "judge.", out)
+    for key in MEASUREMENT_KEYS:
+        if key in cfg:
+            out[key] = _value(cfg[key])
+    return out

@@ -1,0 +1,94 @@
+"""A reused sweep point as a child run of its sweep, so the parent lists every point.
+
+Resume skips a point whose configuration already has a FINISHED run. Without a child the
+sweep's parent in the MLflow UI would nest only the points that ran, and the reused ones
+would sit elsewhere under their old names. The child records which run it stands for
+(tag `evalpipe.reused_run_id`) and carries that run's params, metrics and description, so the
+UI's table and charts of the sweep are complete; its artifacts stay with the original run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+REUSED_TAG = "evalpipe.reused_run_id"
+#: Tags not copied from the reused run: its place in another sweep, and the hash that resume
+#: searches (a reuse child must never itself be reused).
+NOT_COPIED = (
+    "mlflow.parentRunId",
+    "mlflow.runName",
+    "evalpipe.config_hash",
+    "evalpipe.role",
+    "evalpipe.sweep_id",
+    "evalpipe.job_num",
+)
+
+
+def is_reuse(run: Any) -> bool:
+    return REUSED_TAG in run.data.tags
+
+
+def original_run_id(run: Any) -> str:
+    """The run that measured this point: the reused one for a reuse child, else the run itself."""
+    return run.data.tags.get(REUSED_TAG) or run.info.run_id
+
+
+def reuse_name(run_name: str, reused_run_id: str) -> str:
+    return f"{run_name} (reused {reused_run_id[:8]})"
+
+
+def record_reuse(tracker: Any, experiment_id: str, done: Any, job_tags: dict[str, str], run_name: str) -> str:
+    """Create the FINISHED child run for a reused point; returns its run ID."""
+    from evalpipe.reporting import tracking
+    from evalpipe.reporting.headline import NOTE_TAG, clip
+
+    old = done.info.run_id
+    tags = {
+        k: v
+        for k, v in done.data.tags.items()
+        if k not in NOT_COPIED and not k.startswith("evalpipe.swept.") and not k.startswith("mlflow.source")
+    }
+    tags.update(job_tags)
+    tags[REUSED_TAG] = old
+    note = done.data.tags.get(NOTE_TAG, "")
+    tags[NOTE_TAG] = clip(
+        f"_Reused: this point's configuration was already measured by run `{old}` "
+        f"({done.info.run_name}); its figures are copied here and its artifacts stay there._\n\n{note}"
+    )
+    with tracking.tracked_run(tracker, experiment_id, reuse_name(run_name, old), tags) as run_id:
+        tracking.log_batch(tracker, run_id, metrics=done.data.metrics, params=done.data.params)
+    return run_id
+
+
+def reuse_point(
+    console: Any,
+    tracker: Any,
+    experiment_id: str,
+    done: Any,
+    job: Any,
+    run_name: str,
+    out_dir,
+    objective: str,
+) -> float:
+    """Resume: record the reused point as a child run, leave a marker for the summary, print one line."""
+    import json
+
+    from rich.markup import escape
+
+    from evalpipe.reporting.names import lookup
+    from evalpipe.reporting.run_end import point_line
+
+    child = ""
+    try:
+        child = record_reuse(tracker, experiment_id, done, job.tags, run_name)
+    except Exception as exc:  # the point's result is still returned to the sweeper
+        console.print(
+            f"[yellow]warning:[/] could not record the reused point as a child run: {escape(str(exc))}"
+        )
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        marker = {"run_id": done.info.run_id, "child_run_id": child}
+        (out_dir / "reused_run.json").write_text(json.dumps(marker), encoding="utf-8")
+    line = point_line(job.job_num, run_name, done.data.metrics, done.info.run_id)
+    console.print(f"{line} [green]reused[/] (force=true re-runs)", highlight=False)
+    return float(lookup(done.data.metrics, objective) or 0.0)
