@@ -37,7 +37,9 @@ cases:
 
 
 def run_cli(tmp: Path, *args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(ROOT / "tests")}
+    # This checkout's src first: the venv's editable install may point at another worktree.
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": path}
     env.pop("MLFLOW_TRACKING_URI", None)
     env.update(env_extra or {})
     return subprocess.run(

@@ -290,6 +290,7 @@ def evaluate(cfg: DictConfig) -> float:
         "evalpipe.ranker": ranker_choice,
         "evalpipe.config_hash": chash,
         "evalpipe.token_counter": counter.method,
+        "evalpipe.objective": objective,
     }
     notes = [] if not counter.note else [f"tokens estimated as chars/4: {counter.note}"]
     try:

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from evalpipe.errors import EvalpipeError
+from evalpipe.sweeps.case_diff import CaseInfo, case_info
+from evalpipe.sweeps.reuse import is_reuse
 
 CASES_ARTIFACT = "cases.json"
 EXCLUDED_ROLES = ("parent", "compare")
@@ -54,6 +56,13 @@ class RunCases:
     values: Mapping[str, Mapping[str, float]]
     start_time: int = 0
     objective: str = ""
+    #: per case: tier, query, expected IDs, top of the ranking (for `--cases`)
+    info: Mapping[str, CaseInfo] = field(default_factory=dict)
+    #: per case: first_rank (0 = not found), kept apart from the averaged metrics
+    ranks: Mapping[str, float] = field(default_factory=dict)
+
+    def column(self, metric: str) -> Mapping[str, float] | None:
+        return self.ranks if metric == "first_rank" and self.ranks else self.values.get(metric)
 
     @property
     def label(self) -> str:
@@ -110,10 +119,9 @@ def common_cases(runs: Sequence[RunCases]) -> tuple[list[str], list[str]]:
 
 
 def default_metrics(runs: Sequence[RunCases]) -> list[str]:
-    """The baseline's objective, then recall_at_K, mrr and ndcg_at_K: those every run has."""
+    """The baseline's objective, then recall_at_K, mrr and ndcg_at_K: those the baseline has (runs
+    without one are left out of that metric's comparison, with a warning, not silently)."""
     shared = set(runs[0].values)
-    for run in runs[1:]:
-        shared &= set(run.values)
 
     def at(family: str) -> list[str]:
         pattern = re.compile(rf"^{family}_at_(\d+)$")
@@ -155,18 +163,30 @@ def compare_runs(
         )
     metrics = list(metrics) if metrics else default_metrics(ordered)
     if not metrics:
-        raise CompareError("no metric is present in every run; name them with --metrics")
-    for run in ordered:
-        missing = [m for m in metrics if m not in run.values]
-        if missing:
-            available = ", ".join(sorted(run.values)[:12])
-            raise CompareError(f"run {run.label} has no per-case {missing[0]!r}; available: {available}")
+        raise CompareError(f"the baseline {base.label} has no per-case metric; name them with --metrics")
+    for metric in metrics:
+        if not any(metric in r.values for r in ordered):
+            available = ", ".join(sorted({m for r in ordered for m in r.values})[:12])
+            raise CompareError(f"no per-case {metric!r} in any run; available: {available}")
     confidence = 1.0 - alpha
     out = []
+    compared = []
     for metric in metrics:
-        scored = [c for c in cases if all(c in r.values[metric] for r in ordered)]
-        arrays = [np.array([r.values[metric][c] for c in scored], dtype=np.float64) for r in ordered]
-        for run, values in zip(ordered, arrays, strict=True):
+        have = [r for r in ordered if metric in r.values]
+        left_out = ", ".join(r.label for r in ordered if metric not in r.values)
+        if base not in have or len(have) < 2:
+            who = f"the baseline {base.label}" if base not in have else left_out
+            warnings.append(f"{metric}: not compared, {who} has no per-case values")
+            continue
+        if left_out:
+            warnings.append(
+                f"{metric}: compared on {len(have)} of {len(ordered)} runs; left out (no per-case values): "
+                f"{left_out}"
+            )
+        compared.append(metric)
+        scored = [c for c in cases if all(c in r.values[metric] for r in have)]
+        arrays = [np.array([r.values[metric][c] for c in scored], dtype=np.float64) for r in have]
+        for run, values in zip(have, arrays, strict=True):
             mean, lo, hi = bootstrap_ci(values, resamples, confidence, seed)
             if run is base:
                 out.append(Comparison(metric, run, mean, lo, hi, is_baseline=True))
@@ -174,7 +194,9 @@ def compare_runs(
             diff, dlo, dhi = paired_bootstrap_ci_diff(values, arrays[0], resamples, confidence, seed)
             p = paired_randomization_test(values, arrays[0], resamples, seed)
             out.append(Comparison(metric, run, mean, lo, hi, False, diff, dlo, dhi, p, p < alpha))
-    return Result(out, base, ordered, cases, metrics, warnings)
+    if not compared:
+        raise CompareError("no metric could be compared: " + "; ".join(warnings[-len(metrics) :]))
+    return Result(out, base, ordered, cases, compared, warnings)
 
 
 # --- reading runs from MLflow ---------------------------------------------------------------
@@ -207,11 +229,39 @@ def _search(client: Any, experiment_ids: list[str], filter_string: str = "") -> 
             return runs
 
 
+FULL_ID = re.compile(r"[0-9a-f]{32}")
+#: The shortest run-ID prefix accepted (compare and sweeps print 8 characters).
+MIN_PREFIX = 6
+
+
 def _get_run(client: Any, run_id: str) -> Any:
+    """A run by its ID or by a unique prefix of it (as compare and sweeps print them, 8 characters)."""
+    if not FULL_ID.fullmatch(run_id):
+        run_id = resolve_prefix(client, run_id)
     try:
         return client.get_run(run_id)
     except Exception:
         raise CompareError(f"unknown run ID {run_id!r} in this tracking store") from None
+
+
+def resolve_prefix(client: Any, prefix: str) -> str:
+    """The one run ID starting with `prefix`, over every experiment of the store."""
+    if len(prefix) < MIN_PREFIX or not re.fullmatch(r"[0-9a-f]+", prefix):
+        raise CompareError(
+            f"run ID {prefix!r} is neither a 32-character run ID nor a prefix of at least "
+            f"{MIN_PREFIX} hex digits"
+        )
+    from evalpipe.sweeps.summary import search_all
+
+    matches = sorted({r.info.run_id for r in search_all(client, "") if r.info.run_id.startswith(prefix)})
+    if not matches:
+        raise CompareError(f"no run ID starts with {prefix!r} in this tracking store")
+    if len(matches) > 1:
+        raise CompareError(
+            f"run ID prefix {prefix!r} matches {len(matches)} runs ({', '.join(matches[:5])}); "
+            "give more characters"
+        )
+    return matches[0]
 
 
 def select_runs(client: Any, args: argparse.Namespace) -> tuple[list[Any], list[str]]:
@@ -228,6 +278,7 @@ def select_runs(client: Any, args: argparse.Namespace) -> tuple[list[Any], list[
             )
         runs = _search(client, [exp.experiment_id], "attributes.status = 'FINISHED'")
         runs = [r for r in runs if r.data.tags.get("evalpipe.role") not in EXCLUDED_ROLES]
+        runs = [r for r in runs if not is_reuse(r)]  # a reused sweep point: its original run is here too
         if not runs:
             raise CompareError(f"experiment {args.experiment!r} has no FINISHED evaluation runs")
     else:
@@ -270,6 +321,13 @@ def load_cases(client: Any, run: Any) -> RunCases:
     if len(set(ids)) != len(ids):
         raise CompareError(f"run {label}: {CASES_ARTIFACT} has duplicate case IDs")
     skip = {"case_id", "first_rank", "latency_us", "tokens"}
+    rows = [dict(zip(columns, row, strict=False)) for row in data]
+    info = {i: case_info(row) for i, row in zip(ids, rows, strict=True)}
+    ranks = {
+        i: float(row["first_rank"])
+        for i, row in zip(ids, rows, strict=True)
+        if isinstance(row.get("first_rank"), int | float)
+    }
     values: dict[str, dict[str, float]] = {}
     for j, name in enumerate(columns):
         if name in skip:
@@ -284,18 +342,20 @@ def load_cases(client: Any, run: Any) -> RunCases:
         name=run.info.run_name or "",
         values=values,
         start_time=int(run.info.start_time or 0),
-        objective=str(run.data.params.get("objective", "")),
+        objective=str(run.data.params.get("objective") or run.data.tags.get("evalpipe.objective", "")),
+        info=info,
+        ranks=ranks,
     )
 
 
 def pick_baseline(runs: list[RunCases], wanted: str | None) -> int:
-    """Index of --baseline (a run ID, an ID prefix of 8+ chars, or a unique run name); default the oldest."""
+    """Index of --baseline (a run ID, an ID prefix of 6+ chars, or a unique run name); default the oldest."""
     if not wanted:
         return 0
     by_id = [
         i
         for i, r in enumerate(runs)
-        if r.run_id == wanted or (len(wanted) >= 8 and r.run_id.startswith(wanted))
+        if r.run_id == wanted or (len(wanted) >= MIN_PREFIX and r.run_id.startswith(wanted))
     ]
     if len(by_id) == 1:
         return by_id[0]
@@ -306,6 +366,31 @@ def pick_baseline(runs: list[RunCases], wanted: str | None) -> int:
         ids = ", ".join(runs[i].run_id for i in by_name)
         raise CompareError(f"--baseline {wanted!r} names {len(by_name)} runs ({ids}); pass a run ID")
     raise CompareError(f"--baseline {wanted!r} is not among the selected runs ({len(runs)} runs)")
+
+
+def case_diffs(result: Result, metric: str, top: int = 3) -> list[Any]:
+    """The per-case view of every run against the baseline on `metric` (default: the objective)."""
+    from evalpipe.sweeps.case_diff import case_diff
+
+    fallback = "recall_at_5" if "recall_at_5" in result.metrics or not result.metrics else result.metrics[0]
+    metric = metric or result.baseline.objective or fallback
+    base = result.baseline
+    base_values = base.column(metric)
+    if base_values is None:
+        available = ", ".join(sorted(base.values) + (["first_rank"] if base.ranks else []))
+        raise CompareError(
+            f"--cases {metric}: the baseline {base.label} has no such column; available: {available}"
+        )
+    out = []
+    for run in result.runs:
+        if run is base:
+            continue
+        values = run.column(metric)
+        if values is None:
+            result.warnings.append(f"--cases {metric}: run {run.label} has no such column; left out")
+            continue
+        out.append(case_diff(metric, base.label, base_values, base.info, run.label, values, run.info, top))
+    return out
 
 
 # --- output ------------------------------------------------------------------------------------
@@ -376,7 +461,12 @@ def print_table(console: Any, result: Result, resamples: int, alpha: float) -> N
 
 
 def log_comparison(
-    tracker: Any, result: Result, text: str, experiment_id: str, args: argparse.Namespace
+    tracker: Any,
+    result: Result,
+    text: str,
+    experiment_id: str,
+    args: argparse.Namespace,
+    diffs: Sequence[Any] = (),
 ) -> str:
     """Record the comparison as its own MLflow run (role compare) so it sits beside the runs it judges."""
     from evalpipe.reporting import tracking
@@ -414,6 +504,11 @@ def log_comparison(
         tracking.log_artifact_files(
             tracker, run_id, {"compare.md": text, "compare.json": json.dumps(payload, indent=1)}
         )
+        if diffs:  # the per-case view: Markdown, and a table the MLflow artifact view renders
+            from evalpipe.sweeps import case_diff
+
+            tracking.log_artifact_files(tracker, run_id, {"diff.md": case_diff.markdown(diffs)})
+            tracking.log_table(tracker, run_id, case_diff.table(diffs), "diff.json")
     return run_id
 
 
@@ -467,6 +562,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log", action="store_true", help="log the table to a new MLflow run tagged evalpipe.role=compare"
     )
+    parser.add_argument(
+        "--cases",
+        nargs="?",
+        const="",
+        metavar="METRIC",
+        help="also list the cases each run won and lost against the baseline on METRIC, per tier "
+        "(default: the baseline's objective; first_rank also works). With --log: diff.md and diff.json",
+    )
+    parser.add_argument(
+        "--top", type=int, default=3, help="with --cases: how many IDs of each ranking to show (default 3)"
+    )
     return parser
 
 
@@ -485,14 +591,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = [load_cases(client, r) for r in mlflow_runs]
         try:
             baseline = pick_baseline(runs, args.baseline)
-        except CompareError:
-            if not re.fullmatch(r"[0-9a-f]{32}", args.baseline or ""):
+        except CompareError as exc:
+            if not re.fullmatch(rf"[0-9a-f]{{{MIN_PREFIX},32}}", args.baseline or ""):
                 raise
-            extra = _get_run(client, args.baseline)  # a baseline outside the selection: add it
+            try:  # a baseline outside the selection, by ID or ID prefix: add it
+                extra = _get_run(client, args.baseline)
+            except CompareError:
+                raise exc from None
             runs.insert(0, load_cases(client, extra))
             mlflow_runs.insert(0, extra)
             baseline = 0
         result = compare_runs(runs, baseline, args.metrics, args.resamples, args.alpha, args.seed)
+        diffs = case_diffs(result, args.cases, args.top) if args.cases is not None else []
     except CompareError as exc:
         print(f"evalpipe compare: error: {exc}", file=sys.stderr)
         return 2
@@ -500,6 +610,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.print(f"[yellow]warning:[/] {note}")
     print_table(console, result, args.resamples, args.alpha)
     text = markdown(result, args.resamples, args.alpha)
+    if diffs:
+        from evalpipe.sweeps import case_diff
+
+        case_diff.print_diffs(console, diffs)
+        text += "\n" + case_diff.markdown(diffs)
     if args.markdown:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(text, encoding="utf-8")
@@ -509,7 +624,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         experiment_id = base_run.info.experiment_id
         if args.experiment:
             experiment_id = client.get_experiment_by_name(args.experiment).experiment_id
-        run_id = log_comparison(tracker, result, text, experiment_id, args)
+        run_id = log_comparison(tracker, result, text, experiment_id, args, diffs)
         console.print(f"MLflow: logged the comparison as run [bold]{run_id}[/]")
     return 0
 
