@@ -227,3 +227,67 @@ def test_metric_missing_for_some_cases_is_compared_on_the_cases_that_have_it():
     assert cell(result, "mrr", "a").mean == pytest.approx(0.5)  # over x, y only: as the run's logged mrr
     assert cell(result, "mrr", "b").diff == pytest.approx(-0.5)
     assert cell(result, "rag_document_hit", "b").mean == pytest.approx(2 / 3)  # over x, y, u
+
+
+# --- metrics some runs lack, run-ID prefixes, the per-case view ---------------------------------
+
+
+def test_a_metric_some_runs_lack_is_compared_on_the_others_and_they_are_named():
+    a = run("a", "a", recall_at_5=[1.0, 0.0], mrr=[1.0, 0.5])
+    b = run("b", "b", recall_at_5=[1.0, 1.0], mrr=[1.0, 1.0])
+    c = run("c", "c", mrr=[0.5, 0.5])  # e.g. logged with other ks
+    result = compare_runs([a, b, c], metrics=None, resamples=100)
+    assert result.metrics == ["recall_at_5", "mrr"]  # the baseline's metrics, not only the shared ones
+    assert {x.run.name for x in result.comparisons if x.metric == "recall_at_5"} == {"a", "b"}
+    assert {x.run.name for x in result.comparisons if x.metric == "mrr"} == {"a", "b", "c"}
+    assert cell(result, "recall_at_5", "b").diff == pytest.approx(0.5)  # (0 + 1) / 2
+    (warning,) = [w for w in result.warnings if w.startswith("recall_at_5")]
+    assert "compared on 2 of 3 runs" in warning and "c (c0000000)" in warning
+
+
+def test_a_metric_the_baseline_lacks_is_reported_not_compared():
+    a = run("a", "a", mrr=[1.0, 0.5])
+    b = run("b", "b", mrr=[1.0, 1.0], ndcg_at_5=[1.0, 1.0])
+    result = compare_runs([a, b], metrics=["mrr", "ndcg_at_5"], resamples=100)
+    assert result.metrics == ["mrr"]
+    assert any("ndcg_at_5: not compared, the baseline a (a0000000)" in w for w in result.warnings)
+    with pytest.raises(CompareError, match="no metric could be compared"):
+        compare_runs([a, b], metrics=["ndcg_at_5"], resamples=100)
+
+
+def test_cli_accepts_run_id_prefixes_and_rejects_bad_ones(store, capsys):
+    tracker, ids = store
+    argv = ["--tracking-uri", tracker.uri, "--resamples", "50", "--metrics", "recall_at_5"]
+    assert main(["--runs", ids["base"][:8], ids["better"][:8], *argv]) == 0
+    out = capsys.readouterr().out
+    assert f"base ({ids['base'][:8]})" in out and f"better ({ids['better'][:8]})" in out
+    assert main(["--runs", ids["base"][:8], *argv, "--baseline", ids["better"][:8]]) == 0  # added
+    assert "baseline better" in " ".join(capsys.readouterr().out.split())
+    for bad, message in (
+        ("abc", "neither a 32-character run ID nor a prefix"),
+        ("0" * 12, "no run ID starts"),
+    ):
+        assert main(["--runs", bad, *argv]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_cli_cases_lists_won_cases_and_logs_diff_artifacts(store, tmp_path, capsys):
+    tracker, ids = store
+    argv = ["--runs", ids["base"], ids["better"], "--tracking-uri", tracker.uri, "--resamples", "50"]
+    assert main([*argv, "--metrics", "mrr", "--cases", "--log"]) == 0  # --cases: the objective
+    out = " ".join(capsys.readouterr().out.split())
+    # better has recall_at_5 = 1 on all 12 cases, base 0: 12 won, 0 lost, all in tier exact.
+    assert "on recall_at_5: 12 won, 0 lost, 0 unchanged" in out
+    logged = tracker.client.search_runs(
+        [tracker.client.get_experiment_by_name("evalpipe/tiny").experiment_id],
+        filter_string="tags.`evalpipe.role` = 'compare'",
+        order_by=["attributes.start_time DESC"],
+    )[0]
+    assert {a.path for a in tracker.client.list_artifacts(logged.info.run_id)} >= {"diff.md", "diff.json"}
+    path = tracker.client.download_artifacts(logged.info.run_id, "diff.json", str(tmp_path))
+    table = json.loads(Path(path).read_text(encoding="utf-8"))
+    columns = table["columns"]
+    rows = [dict(zip(columns, r, strict=True)) for r in table["data"]]
+    assert (
+        len(rows) == 12 and {r["outcome"] for r in rows} == {"won"} and {r["tier"] for r in rows} == {"exact"}
+    )

@@ -156,12 +156,24 @@ def test_grid_sweep_parent_children_summary_resume_and_force(tmp_path, fixture_p
     runs = all_runs(client)
     parent_b = next(p for p in parents(runs) if p.info.run_id != parent.info.run_id)
     new_kids = children_of(runs, parent_b)
-    assert sorted(k.data.tags["evalpipe.swept.ranker.b"] for k in new_kids) == ["1.0", "1.0"]
+    # Every point is a child of the new parent: 2 measured, 4 standing for the runs they reuse
+    # (tag evalpipe.reused_run_id, the original's metrics and params, name "... (reused <id8>)").
+    measured = [k for k in new_kids if "evalpipe.reused_run_id" not in k.data.tags]
+    reused = [k for k in new_kids if "evalpipe.reused_run_id" in k.data.tags]
+    assert sorted(k.data.tags["evalpipe.swept.ranker.b"] for k in measured) == ["1.0", "1.0"]
+    original = {k.info.run_id: k for k in kids}
+    assert {k.data.tags["evalpipe.reused_run_id"] for k in reused} == set(original)
+    for k in reused:
+        old = original[k.data.tags["evalpipe.reused_run_id"]]
+        assert k.info.status == "FINISHED" and k.data.metrics == old.data.metrics
+        assert k.data.params == old.data.params
+        assert k.info.run_name == f"{old.info.run_name} (reused {old.info.run_id[:8]})"
+        assert "evalpipe.config_hash" not in k.data.tags  # never itself found by resume
     rows = summary_rows(client, parent_b, tmp_path)
     assert sorted(r["status"] for r in rows) == ["FINISHED"] * 2 + ["REUSED"] * 4
     assert {r["run_id"] for r in rows if r["status"] == "REUSED"} == {k.info.run_id for k in kids}
     assert parent_b.data.metrics["sweep/reused"] == 4
-    assert len([r for r in runs if r.data.tags.get("evalpipe.role") == "child"]) == 6
+    assert len([r for r in runs if r.data.tags.get("evalpipe.role") == "child"]) == 10
 
     # force=true re-measures finished points.
     run_cli(tmp_path, fixture_path, uri, "multirun_c", *GRID, "force=true")
@@ -170,7 +182,7 @@ def test_grid_sweep_parent_children_summary_resume_and_force(tmp_path, fixture_p
         p for p in parents(runs) if p.info.run_id not in (parent.info.run_id, parent_b.info.run_id)
     ]
     assert len(children_of(runs, parent_c)) == 4
-    assert len([r for r in runs if r.data.tags.get("evalpipe.role") == "child"]) == 10
+    assert len([r for r in runs if r.data.tags.get("evalpipe.role") == "child"]) == 14
 
 
 def test_joblib_two_workers_on_a_fresh_store(tmp_path, fixture_path):
