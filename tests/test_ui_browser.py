@@ -47,7 +47,8 @@ def store(tmp_path_factory):
     (tmp / "corpus.jsonl").write_text("".join(json.dumps(u) + "\n" for u in TINY_UNITS), encoding="utf-8")
     (tmp / "fx.yaml").write_text(FIXTURE, encoding="utf-8")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    common = [f"fixture.path={tmp / 'fx.yaml'}", f"tracking.uri={uri}", "progress=false", "plots=false"]
+    common = [f"fixture.path={tmp / 'fx.yaml'}", "fixture.name=tiny", f"tracking.uri={uri}", "progress=false"]
+    common.append("plots=false")
     common.append(f"hydra.run.dir={tmp / 'out'}")
     single = mlflow_ui.evalpipe(*common)
     mlflow_ui.evalpipe(*common, "ranker=exact")
@@ -101,7 +102,8 @@ def test_run_page_opens_on_the_headline_table(store):
     assert match, "the run page shows no description"
     note = match.group(1)
     assert "<table" in note and "R@5" in text_of(note) and "MRR" in text_of(note)
-    assert "bm25 on tiny" in text_of(note)  # **bm25** on `tiny` · 3 cases · K = 1, 5, 20
+    # By hand (tests/test_sweep.py's fixture): bm25 over title+text+identifiers finds all 3 at rank 1.
+    assert "bm25 on tiny · R@5 100.0% · MRR 1.000 · nDCG@5 1.0000 · 3 cases · K = 1, 5, 20" in text_of(note)
 
 
 def test_sweep_parent_lists_every_point_including_reused_ones(store):

@@ -139,3 +139,31 @@ def test_clip_keeps_whole_lines_under_the_limit():
     out = clip(text, limit=200)
     assert len(out) <= 200 and "cut to fit" in out
     assert all(line.startswith(("line ", "_(cut")) or not line for line in out.splitlines())
+
+
+def test_sweep_summary_top_points_best_line_and_description():
+    from evalpipe.sweeps.summary import SweepRow, best_line, sweep_description, top_points
+
+    def row(job, rid, status, k1, metrics):
+        return SweepRow(job, rid * 32, f"bm25 k1={k1}", status, {"ranker.k1": k1}, metrics)
+
+    rows = [
+        row(0, "a", "FINISHED", "0.9", {"recall_at_5": 0.80, "mrr": 0.6}),
+        row(1, "b", "REUSED", "1.2", {"recall_at_5": 0.85, "mrr": 0.5}),
+        row(2, "c", "FAILED", "2.0", {}),
+        row(3, "d", "FINISHED", "1.5073897086401147", {"recall_at_5": 0.85, "ir/map_at_5": 0.7}),
+    ]
+    # Highest objective first; ties keep job order; the failed point has no figures.
+    assert [r.job for r in top_points(rows, "recall_at_5")] == [1, 3, 0]
+    assert [r.job for r in top_points(rows, "map_at_5")] == [3]  # a bare objective finds ir/map_at_5
+    assert (
+        best_line(rows, ["ranker.k1"], "recall_at_5")
+        == f"best recall_at_5 = 0.8500: job 1 · ranker.k1=1.2 · run {'b' * 32}"
+    )
+    assert best_line(rows, ["ranker.k1"], "map_at_5").startswith(
+        "best map_at_5 = 0.7000: job 3 · ranker.k1=1.507 ·"
+    )
+    text = sweep_description(rows, ["ranker.k1"], "recall_at_5", "s1", n=2)
+    assert text.startswith("**Sweep `s1`** · 4 points · 1 reused · 1 failed · objective `recall_at_5`")
+    assert "#### Top 2 points by recall_at_5" in text
+    assert "| 1 | 1.2 |" in text and "| 3 | 1.507 |" in text and "| 0 | 0.9 |" not in text
