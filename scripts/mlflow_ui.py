@@ -67,7 +67,7 @@ def lean_server(uri: str, timeout: float = 120.0) -> Iterator[str]:
             proc.wait()
 
 
-def _chromium(url: str, *flags: str, size: str = "1600,1000", budget_ms: int = 20000) -> str:
+def _chromium(url: str, *flags: str, size: str = "2000,1100", budget_ms: int = 20000) -> str:
     exe = chromium()
     if exe is None:
         raise RuntimeError("chromium not found (apt-get install -y chromium)")
@@ -77,12 +77,12 @@ def _chromium(url: str, *flags: str, size: str = "1600,1000", budget_ms: int = 2
     return proc.stdout
 
 
-def dom(url: str, size: str = "1600,1000") -> str:
+def dom(url: str, size: str = "2000,1100") -> str:
     """The page's DOM after the app has rendered (the UI is a single-page app: the HTML alone is empty)."""
     return _chromium(url, "--dump-dom", size=size)
 
 
-def screenshot(url: str, path: Path, size: str = "1600,1000") -> Path:
+def screenshot(url: str, path: Path, size: str = "2000,1100") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     _chromium(url, f"--screenshot={path}", size=size)
     return path

@@ -16,8 +16,10 @@ from evalpipe.reporting.report import (
     ir_table,
     markdown_table,
     overall_table,
+    pct,
     tier_columns,
     tier_detail_table,
+    tier_k,
 )
 
 NOTE_TAG = "mlflow.note.content"
@@ -49,7 +51,17 @@ def run_description(
     objective_value: float | None = None,
 ) -> str:
     ks = sorted(ks)
-    head = f"**{row.name}** on `{fixture}` · {case_count([row], tier_counts)} · K = {', '.join(map(str, ks))}"
+    head = f"**{row.name}** on `{fixture}`"
+    if row.scores is not None:  # the first line is what the collapsed description shows
+        k = tier_k(ks)
+        overall = row.scores.overall
+        figures = [
+            f"R@{k} **{pct(overall[f'recall_at_{k}']).strip()}**" if f"recall_at_{k}" in overall else "",
+            f"MRR **{overall['mrr']:.3f}**" if "mrr" in overall else "",
+            f"nDCG@{k} **{overall[f'ndcg_at_{k}']:.4f}**" if f"ndcg_at_{k}" in overall else "",
+        ]
+        head += "".join(f" · {f}" for f in figures if f)
+    head += f" · {case_count([row], tier_counts)} · K = {', '.join(map(str, ks))}"
     if objective and objective_value is not None:
         head += f" · objective `{objective}` = {objective_value:.4f}"
     out = [head, "", f"Ranker `{params.get('ranker', row.name)}`: {ranker_settings(params)}", ""]
