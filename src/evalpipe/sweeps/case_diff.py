@@ -192,10 +192,7 @@ def table(diffs: Sequence[CaseDiff]) -> dict[str, list[Any]]:
     """One row per won/lost case of every diff, as columns for mlflow.log_table (diff.json)."""
     columns: dict[str, list[Any]] = {
         k: []
-        for k in (
-            "run",
-            "baseline",
-            "metric",
+        for k in (  # what a reader scans first leads: the UI shows the first columns
             "outcome",
             "tier",
             "case_id",
@@ -205,6 +202,9 @@ def table(diffs: Sequence[CaseDiff]) -> dict[str, list[Any]]:
             "run_value",
             "baseline_top",
             "run_top",
+            "metric",
+            "run",
+            "baseline",
         )
     }
     for diff in diffs:
