@@ -31,7 +31,7 @@ from evalpipe.scoring import RunScores, flat_metrics, score_results
 from evalpipe.tokens import get_token_counter
 
 # Keys that change where/how a run is recorded, not what is measured.
-NON_MEASURING_KEYS = ("tracking", "run_name", "force", "progress", "plots", "sweep", "objective")
+NON_MEASURING_KEYS = ("tracking", "run_name", "force", "progress", "plots", "sweep", "objective", "traces")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -339,6 +339,10 @@ def evaluate(cfg: DictConfig) -> float:
                 tracking.log_table(tracker, run_id, table, "cases.json")
                 if cfg.get("plots", True):
                     log_plots(tracker, run_id, scores, results, err)
+                if cfg.get("traces", False):  # opt-in: slower than the run itself (docs/tracking.md)
+                    from evalpipe.reporting.traces import log_case_traces
+
+                    log_case_traces(tracker, experiment_id, run_id, results, scores.first_rank)
     except (EvalpipeError, FileNotFoundError) as exc:  # found while building the index: bad input
         fail(str(exc))
     except MlflowException as exc:  # the store went away mid-run: say where the results are
