@@ -110,7 +110,7 @@ def evalpipe(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 
 
 def main(out_dir: str) -> int:
-    """Screenshots of the runs table, a run page, a sweep parent and a compare run's diff artifact."""
+    """Screenshots of the landing page, the runs table, a run page, a sweep parent and a case diff."""
     import tempfile
 
     from mlflow.tracking import MlflowClient
@@ -136,11 +136,12 @@ def main(out_dir: str) -> int:
         with lean_server(uri) as url:
             app = f"{url}/#/experiments/{exp.experiment_id}"
             ml = "workflowType=machine_learning"
+            screenshot(app, out / "ui_landing.png")
             screenshot(f"{app}/runs?{ml}&viewStateShareKey=evalpipe", out / "ui_runs_table.png")
             screenshot(f"{app}/runs/{base}?{ml}", out / "ui_run_page.png")
             screenshot(f"{app}/runs/{parent}?{ml}", out / "ui_sweep_parent.png")
             screenshot(f"{app}/runs/{compare_run}/artifacts/diff.json?{ml}", out / "ui_case_diff.png")
-    for name in ("ui_runs_table", "ui_run_page", "ui_sweep_parent", "ui_case_diff"):
+    for name in ("ui_landing", "ui_runs_table", "ui_run_page", "ui_sweep_parent", "ui_case_diff"):
         print(out / f"{name}.png")
     return 0
 

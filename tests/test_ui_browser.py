@@ -94,6 +94,15 @@ def test_experiment_link_opens_the_runs_table_with_headline_columns(store):
     assert re.search(r"Sort: recall_at_5", text)
 
 
+def test_plain_experiment_url_says_where_the_runs_are(store):
+    """Opened without the link (from the experiment list), MLflow shows its GenAI view, with
+    evalpipe's description above it linking the runs table."""
+    exp_id = store["exp"].experiment_id
+    html = mlflow_ui.dom(f"{store['url']}/#/experiments/{exp_id}")
+    assert f'href="#/experiments/{exp_id}/runs?{ML}&amp;viewStateShareKey=evalpipe"' in html
+    assert "evalpipe runs." in text_of(html) and "Model training" in text_of(html)
+
+
 def test_run_page_opens_on_the_headline_table(store):
     exp_id = store["exp"].experiment_id
     bm25 = next(r for r in store["runs"] if r.info.run_name == "bm25")

@@ -167,3 +167,46 @@ def test_sweep_summary_top_points_best_line_and_description():
     assert text.startswith("**Sweep `s1`** · 4 points · 1 reused · 1 failed · objective `recall_at_5`")
     assert "#### Top 2 points by recall_at_5" in text
     assert "| 1 | 1.2 |" in text and "| 3 | 1.507 |" in text and "| 0 | 0.9 |" not in text
+
+
+class FakeClient:
+    """Just enough of MlflowClient for prepare_experiment: experiment tags in a dict."""
+
+    def __init__(self, tags=None):
+        self.tags = dict(tags or {})
+        self.writes = 0
+
+    def get_experiment(self, experiment_id):
+        return type("Exp", (), {"tags": dict(self.tags)})()
+
+    def set_experiment_tag(self, experiment_id, key, value):
+        self.tags[key] = value
+        self.writes += 1
+
+
+def test_prepare_experiment_tags_once_widens_the_view_and_keeps_a_users_description():
+    client = FakeClient()
+    links.prepare_experiment(client, "7", [1, 5], "recall_at_5")
+    assert client.tags["mlflow.experimentKind"] == "custom_model_development"
+    view = json.loads(client.tags["mlflow.sharedViewState.evalpipe"])
+    assert view["selectedColumns"][1:] == [
+        f"metrics.`{m}`" for m in ("recall_at_1", "recall_at_5", "mrr")
+    ] + [
+        "metrics.`ndcg_at_1`",
+        "metrics.`ndcg_at_5`",
+    ]
+    note = client.tags["mlflow.note.content"]
+    assert "(#/experiments/7/runs?workflowType=machine_learning&viewStateShareKey=evalpipe)" in note
+    writes = client.writes
+    links.prepare_experiment(client, "7", [1, 5], "recall_at_5")
+    assert client.writes == writes  # idempotent: nothing to write the second time
+    links.prepare_experiment(client, "7", [10], "ndcg_at_10")  # another run with other K
+    view = json.loads(client.tags["mlflow.sharedViewState.evalpipe"])
+    assert (
+        "metrics.`recall_at_10`" in view["selectedColumns"]
+        and "metrics.`recall_at_1`" in view["selectedColumns"]
+    )
+    assert view["orderByKey"] == "metrics.`recall_at_5`"  # the first objective's sort is kept
+    own = FakeClient({"mlflow.note.content": "my notes"})
+    links.prepare_experiment(own, "7")
+    assert own.tags["mlflow.note.content"] == "my notes"

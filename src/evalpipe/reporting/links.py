@@ -3,9 +3,10 @@
 MLflow 3.17's UI opens every experiment on its GenAI "Overview" (traces) unless the URL says
 `workflowType=machine_learning`: its workflow switch is always on, so the UI takes the
 experiment's kind from the URL or from the browser's last toggle (local storage key
-`mlflow.workflowType`), not from the `mlflow.experimentKind` tag. evalpipe therefore does both:
-it tags its experiments `custom_model_development` (what UIs that read the tag use to pick the
-runs table) and prints links that carry `workflowType=machine_learning`.
+`mlflow.workflowType`), not from the `mlflow.experimentKind` tag. evalpipe therefore tags its
+experiments `custom_model_development` (what UIs that read the tag use to pick the runs table),
+prints links that carry `workflowType=machine_learning`, and gives each experiment a description
+(a banner above every experiment page, the GenAI view included) that links the runs table.
 
 The runs table shows no metric columns until someone picks them. The UI restores a "shared
 view" (columns and sort order) from an experiment tag `mlflow.sharedViewState.<key>` when the
@@ -27,6 +28,10 @@ WORKFLOW = "workflowType=machine_learning"
 #: Shared-view tag prefix the UI reads for `viewStateShareKey=<key>` links.
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 VIEW_KEY = "evalpipe"
+#: The experiment description tag, and how evalpipe's own description starts (so it is never
+#: written over a description someone else wrote).
+NOTE_TAG = "mlflow.note.content"
+NOTE_MARK = "**evalpipe runs.**"
 #: What `mlflow ui` serves by default (for a local SQLite store).
 LOCAL_UI = "http://127.0.0.1:5000"
 
@@ -91,6 +96,10 @@ def _prepare(client: Any, experiment_id: str, ks: Sequence[int], objective: str)
     tags = client.get_experiment(experiment_id).tags or {}
     if tags.get(KIND_TAG) != KIND:
         client.set_experiment_tag(experiment_id, KIND_TAG, KIND)
+    note = experiment_note(experiment_id)
+    current = tags.get(NOTE_TAG)
+    if current != note and (not current or current.startswith(NOTE_MARK)):  # never a user's own text
+        client.set_experiment_tag(experiment_id, NOTE_TAG, note)
     view_tag = VIEW_TAG_PREFIX + VIEW_KEY
     metrics = headline_columns(ks)
     old: dict[str, Any] = {}
@@ -105,6 +114,17 @@ def _prepare(client: Any, experiment_id: str, ks: Sequence[int], objective: str)
     state = view_state(by_family, ["ranker"], order_by)
     if state != old:
         client.set_experiment_tag(experiment_id, view_tag, json.dumps(state))
+
+
+def experiment_note(experiment_id: str) -> str:
+    """The experiment's description, shown as a banner above every experiment page, GenAI view
+    included: where the runs are, as a link relative to whatever address the UI is served at."""
+    return (
+        f"{NOTE_MARK} MLflow may open this experiment on its GenAI view (traces, empty here): click "
+        f"**Model training** at the top left, or open [the runs table]"
+        f"(#/experiments/{experiment_id}/runs?{WORKFLOW}&viewStateShareKey={VIEW_KEY}) "
+        "(headline columns, sorted by the objective)."
+    )
 
 
 def _family_rank(metric: str) -> int:
