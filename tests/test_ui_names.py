@@ -210,3 +210,20 @@ def test_prepare_experiment_tags_once_widens_the_view_and_keeps_a_users_descript
     own = FakeClient({"mlflow.note.content": "my notes"})
     links.prepare_experiment(own, "7")
     assert own.tags["mlflow.note.content"] == "my notes"
+
+
+def test_judge_settings_are_params_only_when_a_judge_ran_and_never_its_key():
+    cfg = {**RESOLVED, "judge": {"backend": "none", "prompt": "relevance_v1"}}
+    assert not any(k.startswith("judge") for k in measurement_params(cfg, "rrf"))
+    judge = {
+        "_target_": "evalpipe.judge.settings.JudgeSettings",
+        "backend": "openai",
+        "model": "gpt-x",
+        "prompt": "relevance_v1",
+        "api_key": "sk-secret",
+        "api_key_env": "OPENAI_API_KEY",
+        "concurrency": 4,
+    }
+    params = measurement_params({**RESOLVED, "judge": judge}, "rrf")
+    judged = {k: v for k, v in params.items() if k.startswith("judge")}
+    assert judged == {"judge.backend": "openai", "judge.model": "gpt-x", "judge.prompt": "relevance_v1"}
