@@ -22,3 +22,23 @@ def keyword_search(query, k, constraints=None):
     return [(i, 1.0 / (n + 1)) for n, i in enumerate(x for x in ids if any(w in x.lower() for w in words))][
         :k
     ]
+
+
+class SlowRanker:
+    """Sleeps `delay` seconds per query, appending the query to `progress_file` after each one
+    (tests wait on that file before sending a signal). Extra keyword arguments (an `api_key`,
+    `endpoint`, headers...) are accepted and kept, as a real client's would be."""
+
+    def __init__(self, delay: float = 0.5, progress_file: str | None = None, **settings):
+        self.delay = float(delay)
+        self.progress_file = progress_file
+        self.settings = settings
+
+    def search(self, query, k, constraints=None):
+        import time
+
+        time.sleep(self.delay)
+        if self.progress_file:
+            with open(self.progress_file, "a", encoding="utf-8") as fh:
+                fh.write(query + "\n")
+        return keyword_search(query, k, constraints)

@@ -1,7 +1,9 @@
 """Entry points: `python -m evalpipe ...` and the `evalpipe` console script (Hydra apps).
 
-`evalpipe compare ...`, `evalpipe check-fixture ...` and `evalpipe merge-judgements ...` are
-dispatched to their commands before Hydra parses the command line.
+`evalpipe compare ...`, `evalpipe check-fixture ...`, `evalpipe merge-judgements ...` and
+`evalpipe sync ...` are dispatched to their commands before Hydra parses the command line.
+SIGINT/SIGTERM that reach here (outside a run's own handling: while Hydra composes, in a
+sweep's parent) end with one line and 130/143, never a traceback.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ def hydra_main(cfg: DictConfig) -> float:
 
 
 def main() -> None:
+    from evalpipe import signals
+
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         from evalpipe.sweeps.compare import main as compare_main
 
@@ -36,7 +40,16 @@ def main() -> None:
         from evalpipe.judge.merge import main as merge_main
 
         sys.exit(merge_main(sys.argv[2:]))
-    hydra_main()
+    if len(sys.argv) > 1 and sys.argv[1] == "sync":
+        from evalpipe.reporting.sync import main as sync_main
+
+        sys.exit(sync_main(sys.argv[2:]))
+    signals.install()
+    try:
+        hydra_main()
+    except (KeyboardInterrupt, signals.Interrupted) as exc:
+        print(f"evalpipe: interrupted by {signals.name_of(exc)}", file=sys.stderr)
+        sys.exit(signals.exit_code(exc))
 
 
 if __name__ == "__main__":

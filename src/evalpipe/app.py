@@ -7,9 +7,11 @@ touched, so a tracking failure never throws finished work away.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,26 +19,40 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from evalpipe import __version__
+from evalpipe import __version__, signals
 from evalpipe.errors import EvalpipeError
 from evalpipe.fixture import Fixture
 from evalpipe.judge.run import build_judge, run_judge
 from evalpipe.reporting.headline import NOTE_TAG, run_description
+from evalpipe.reporting.local import PARTIAL_MARK
 from evalpipe.reporting.names import lookup, named
 from evalpipe.reporting.params import measurement_params
 from evalpipe.reporting.report import ReportRow, markdown_report
 from evalpipe.results import CaseResult
 from evalpipe.runner import PreparedRanker, peak_memory_mb, prepare_ranker, run_cases
 from evalpipe.scoring import RunScores, flat_metrics, score_results
+from evalpipe.secrets import mask_config, mask_mapping, mask_text, register_config
 from evalpipe.tokens import get_token_counter
 
 # Keys that change where/how a run is recorded, not what is measured.
-NON_MEASURING_KEYS = ("tracking", "run_name", "force", "progress", "plots", "sweep", "objective", "traces")
+NON_MEASURING_KEYS = (
+    "tracking",
+    "run_name",
+    "force",
+    "progress",
+    "plots",
+    "sweep",
+    "objective",
+    "traces",
+    "secret_keys",
+)
 
 
 def fail(message: str, code: int = 2) -> None:
     """Stop with one clear line on stderr (no traceback)."""
-    print(f"evalpipe: error: {message}", file=sys.stderr)
+    from evalpipe.secrets import mask_text
+
+    print(f"evalpipe: error: {mask_text(message)}", file=sys.stderr)
     raise SystemExit(code)
 
 
@@ -116,8 +132,6 @@ def case_table(results: list[CaseResult], scores: RunScores) -> dict[str, list[A
 
 def trec_run_text(results: list[CaseResult], tag: str) -> str:
     """The run as a TREC run file, so it can be re-scored with trec_eval or ranx."""
-    import tempfile
-
     from evalpipe.trec import write_trec_run
 
     with tempfile.TemporaryDirectory(prefix="evalpipe-") as tmp:
@@ -130,16 +144,34 @@ def misses_jsonl(scores: RunScores) -> str:
     return "".join(json.dumps(m.__dict__, ensure_ascii=False) + "\n" for m in scores.misses)
 
 
+def score(cfg: DictConfig, fixture: Fixture, results: list[CaseResult]) -> RunScores:
+    return score_results(
+        results,
+        list(cfg.ks),
+        list(cfg.metrics),
+        tiers=fixture.tiers,
+        units={u.id: u for u in fixture.corpus} if any(r.labels for r in results) else None,
+    )
+
+
 def measure(
-    cfg: DictConfig, prepared: PreparedRanker, fixture: Fixture, count_tokens, run_name: str, err
+    cfg: DictConfig,
+    prepared: PreparedRanker,
+    fixture: Fixture,
+    count_tokens,
+    run_name: str,
+    err,
+    results: list[CaseResult] | None = None,
 ) -> tuple[list[CaseResult], RunScores | None, dict[str, float]]:
-    """Run and score every case (nothing for a skipped ranker); also the build/eval cost figures."""
+    """Run and score every case (nothing for a skipped ranker); also the build/eval cost figures.
+
+    Cases are appended to `results` as they finish (what an interrupted run still has)."""
     from rich.markup import escape
     from rich.progress import track
 
     ks = list(cfg.ks)
     figures = {"index_build_seconds": prepared.build_seconds, "corpus_units": float(len(fixture.corpus))}
-    results: list[CaseResult] = []
+    results = [] if results is None else results
     scores = None
     if not prepared.skipped:
         progress = None
@@ -151,15 +183,9 @@ def measure(
                 )
 
         start = time.perf_counter()
-        results = run_cases(prepared.ranker, fixture, max(ks), count_tokens, progress)
+        run_cases(prepared.ranker, fixture, max(ks), count_tokens, progress, into=results)
         figures["eval_seconds"] = time.perf_counter() - start
-        scores = score_results(
-            results,
-            ks,
-            list(cfg.metrics),
-            tiers=fixture.tiers,
-            units={u.id: u for u in fixture.corpus} if any(r.labels for r in results) else None,
-        )
+        scores = score(cfg, fixture, results)
     figures["peak_memory_mb"] = peak_memory_mb()
     for key, value in run_stats(prepared).items():
         if isinstance(value, bool | int | float):
@@ -175,6 +201,19 @@ def run_stats(prepared: PreparedRanker) -> dict[str, Any]:
     return stats
 
 
+def result_tags(tags: dict[str, str], prepared: PreparedRanker | None, partial: bool) -> dict[str, str]:
+    """The start tags plus what the run found out: ranker stats, why it was skipped, partial."""
+    out = dict(tags)
+    if prepared is not None:
+        stats = run_stats(prepared).items()
+        out.update({f"index.{k}": str(v) for k, v in stats if not isinstance(v, int | float)})
+        if prepared.skipped:
+            out["evalpipe.skipped"] = prepared.skipped[:5000]
+    if partial:
+        out["evalpipe.partial"] = "true"
+    return out
+
+
 def run_files(
     cfg: DictConfig,
     fixture: Fixture,
@@ -185,7 +224,12 @@ def run_files(
     notes: list[str],
 ) -> dict[str, str]:
     """The run's files: report.md, config.yaml and, when cases ran, misses, run.trec and cases.jsonl."""
-    files = {"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)}
+    from evalpipe.secrets import mask_config
+
+    masked = mask_config(
+        OmegaConf.to_container(cfg, resolve=True), OmegaConf.to_container(cfg, resolve=False)
+    )
+    files = {"config.yaml": OmegaConf.to_yaml(OmegaConf.create(masked))}
     scores = row.scores
     if scores is not None and table is not None:
         files["misses.jsonl"] = misses_jsonl(scores)
@@ -201,6 +245,19 @@ def run_files(
         fixture.name, [row], list(cfg.ks), fixture.tier_counts(), revision=revision, notes=notes
     )
     return files
+
+
+def print_offline_end(console, row: ReportRow, fixture: Fixture, ks, notes, after_tables) -> None:
+    """The tables and notes of a run that is not (or not completely) in a store: no links."""
+    from rich.markup import escape
+
+    from evalpipe.reporting.report import print_tables
+
+    print_tables(console, fixture.name, [row], ks, fixture.tier_counts())
+    if after_tables is not None:
+        after_tables(console)
+    for n in notes:
+        console.print(f"[yellow]note:[/] {escape(mask_text(n))}")
 
 
 def log_plots(tracker, run_id: str, scores: RunScores, results: list[CaseResult], err) -> None:
@@ -224,6 +281,7 @@ def evaluate(cfg: DictConfig) -> float:
     from mlflow.exceptions import MlflowException
     from rich.console import Console
 
+    signals.install()
     console = Console(width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True)
     missing = missing_values(cfg)
@@ -234,6 +292,7 @@ def evaluate(cfg: DictConfig) -> float:
     except Exception as exc:  # an interpolation that cannot resolve (e.g. ${oc.env:...} unset)
         fail(f"cannot resolve the config: {exc}")
     assert isinstance(resolved, dict)
+    register_config(cfg)  # from here on, secret values are masked in everything written
     ks = list(cfg.ks)
     if not ks or not all(type(k) is int and k > 0 for k in ks):
         fail(f"ks must be a non-empty list of positive integers, got {ks!r} (e.g. ks=[1,5,20])")
@@ -251,20 +310,24 @@ def evaluate(cfg: DictConfig) -> float:
         fail(str(exc))
 
     ranker_choice, overrides, out_dir = hydra_context()
-    run_name = cfg.get("run_name") or default_run_name(ranker_choice, overrides)
+    run_name = mask_text(str(cfg.get("run_name") or default_run_name(ranker_choice, overrides)))
     counter = get_token_counter(cfg.get("token_encoding", "cl100k_base"))
 
     from evalpipe.reporting import tracking
+    from evalpipe.reporting.record import Recording
 
     experiment = experiment_name(cfg)
-    try:
-        tracker, experiment_id = tracking.open_experiment(cfg.tracking.uri, experiment)
-    except EvalpipeError as exc:
-        fail(str(exc))
     objective = str(cfg.get("objective", "recall_at_5"))
-    from evalpipe.reporting import links
+    offline = bool(cfg.tracking.get("offline", False))
+    tracker = experiment_id = None
+    if not offline:
+        try:
+            tracker, experiment_id = tracking.open_experiment(cfg.tracking.uri, experiment)
+        except EvalpipeError as exc:
+            fail(str(exc))
+        from evalpipe.reporting import links
 
-    links.prepare_experiment(tracker.client, experiment_id, ks, objective)
+        links.prepare_experiment(tracker.client, experiment_id, ks, objective)
 
     from evalpipe.fixture_check.summary import difficulty_metrics
     from evalpipe.sweeps import job as sweep
@@ -272,7 +335,7 @@ def evaluate(cfg: DictConfig) -> float:
     revision = tracking.git_revision()
     chash = config_hash(resolved, fixture.sha256, tracking.code_fingerprint())
     job = sweep.job_context(tracker, experiment_id)
-    if job.sweep_id and not cfg.get("force"):
+    if tracker is not None and job.sweep_id and not cfg.get("force"):
         done = sweep.find_finished(tracker, experiment_id, chash)
         if done is not None:
             from evalpipe.sweeps.reuse import reuse_point
@@ -292,79 +355,121 @@ def evaluate(cfg: DictConfig) -> float:
         "evalpipe.token_counter": counter.method,
         "evalpipe.objective": objective,
     }
+    tags = mask_mapping(tags)
     notes = [] if not counter.note else [f"tokens estimated as chars/4: {counter.note}"]
+    rec = Recording(out_dir or Path(tempfile.mkdtemp(prefix="evalpipe-run-")), experiment, run_name)
+    rec.tracker, rec.experiment_id = tracker, experiment_id
     try:
-        with tracking.tracked_run(tracker, experiment_id, run_name, tags) as run_id:
-            prepared = prepare_ranker(ranker, fixture.corpus)
-            if prepared.skipped:
-                err.print(f"[yellow]ranker {ranker_choice} skipped:[/] {prepared.skipped}")
-            results, scores, figures = measure(cfg, prepared, fixture, counter.count, run_name, err)
-            judged = None
-            if judge is not None and scores is not None:  # judged figures beside the strict ones
-                judged = run_judge(judge, results, scores, fixture.corpus, counter.count, fixture.tiers)
-                scores = judged.scores  # the same strict scores, misses carrying judged_hit
-            row = ReportRow(run_name, scores, skipped=prepared.skipped)
-            table = case_table(results, scores) if scores is not None else None
-            if judged is not None and table is not None:
-                judged.add_columns(table)
-            files = run_files(cfg, fixture, row, results, table, revision, notes)
-            if judged is not None:
-                judged.add_files(files)
-            if out_dir is not None:  # local copy first: finished results survive a tracking failure
-                out_dir.mkdir(parents=True, exist_ok=True)
-                for name, content in files.items():
-                    (out_dir / name).write_text(content, encoding="utf-8")
-            run_tags = {
-                f"index.{k}": str(v) for k, v in run_stats(prepared).items() if not isinstance(v, int | float)
-            }
-            if prepared.skipped:
-                run_tags["evalpipe.skipped"] = prepared.skipped[:5000]
-            metrics = {
-                **(flat_metrics(scores) if scores is not None else {}),
-                **named(figures),
-                **difficulty_metrics(fixture),  # what the recall figures are measured on
-            }
-            if judged is not None:  # objective=judged_recall_at_5 works too
-                metrics.update(judged.metrics)
-                run_tags.update(judged.tags)
-            params = measurement_params(resolved, ranker_choice, fixture.name)
-            run_tags[NOTE_TAG] = run_description(
-                fixture.name, row, ks, fixture.tier_counts(), params, objective, lookup(metrics, objective)
-            )
-            tracking.log_batch(tracker, run_id, metrics=metrics, params=params, tags=run_tags)
-            tracking.log_artifact_files(
-                tracker, run_id, {k: v for k, v in files.items() if k != "cases.jsonl"}
-            )
-            if scores is not None and table is not None:
-                tracking.log_table(tracker, run_id, table, "cases.json")
-                if cfg.get("plots", True):
-                    log_plots(tracker, run_id, scores, results, err)
-                if cfg.get("traces", False):  # opt-in: slower than the run itself (docs/tracking.md)
-                    from evalpipe.reporting.traces import log_case_traces
+        rec.start(tags)
+    except MlflowException as exc:
+        fail(f"cannot start an MLflow run in {tracker.uri}: {exc}", code=1)
 
-                    log_case_traces(tracker, experiment_id, run_id, results, scores.first_rank)
+    results: list[CaseResult] = []
+    prepared = scores = judged = None
+    figures: dict[str, float] = {}
+    interrupted: BaseException | None = None
+    try:
+        prepared = prepare_ranker(ranker, fixture.corpus)
+        if prepared.skipped:
+            err.print(f"[yellow]ranker {ranker_choice} skipped:[/] {mask_text(prepared.skipped)}")
+        results, scores, figures = measure(cfg, prepared, fixture, counter.count, run_name, err, results)
+        if judge is not None and scores is not None:  # judged figures beside the strict ones
+            judged = run_judge(judge, results, scores, fixture.corpus, counter.count, fixture.tiers)
+            scores = judged.scores  # the same strict scores, misses carrying judged_hit
     except (EvalpipeError, FileNotFoundError) as exc:  # found while building the index: bad input
+        rec.abandon("FAILED")
         fail(str(exc))
-    except MlflowException as exc:  # the store went away mid-run: say where the results are
-        saved = f"; the results are saved in {out_dir}" if out_dir is not None else ""
-        fail(f"logging to MLflow failed ({type(exc).__name__}: {exc}){saved}", code=1)
+    except BaseException as exc:
+        if not signals.is_interrupt(exc):
+            rec.abandon("FAILED")
+            raise
+        interrupted = exc
 
-    value = float(lookup(metrics, objective) or 0.0)
-    from evalpipe.reporting.run_end import print_run_end
+    with signals.deferred():  # a second Ctrl-C must not cost what the first one saves
+        status = "FINISHED"
+        extra: dict[str, Any] = {"cases_total": len(fixture.cases), "cases_completed": len(results)}
+        if interrupted is not None:
+            status = "KILLED"
+            judged = None  # judging may have been cut short: the strict figures only
+            scores = score(cfg, fixture, results) if results else None
+            figures = {"corpus_units": float(len(fixture.corpus)), "peak_memory_mb": peak_memory_mb()}
+            why = f"{signals.name_of(interrupted)} after {len(results)} of {len(fixture.cases)} cases"
+            notes.append(f"{PARTIAL_MARK}: interrupted by {why}; the figures cover those cases only")
+            extra.update(partial=True, interrupted_by=signals.name_of(interrupted))
+        skipped = prepared.skipped if prepared is not None else "interrupted before the index was built"
+        row = ReportRow(run_name, scores, skipped=skipped if scores is None else "")
+        table = case_table(results, scores) if scores is not None else None
+        if judged is not None and table is not None:
+            judged.add_columns(table)
+        files = run_files(cfg, fixture, row, results, table, revision, notes)
+        if judged is not None:
+            judged.add_files(files)
+        run_tags = result_tags(tags, prepared, partial=interrupted is not None)
+        metrics = {
+            **(flat_metrics(scores) if scores is not None else {}),
+            **named(figures),
+            **difficulty_metrics(fixture),  # what the recall figures are measured on
+        }
+        if judged is not None:  # objective=judged_recall_at_5 works too
+            metrics.update(judged.metrics)
+            run_tags.update(judged.tags)
+        if offline:  # where `evalpipe sync` uploads by default (a file-store path: it must be told)
+            with contextlib.suppress(EvalpipeError):
+                extra["intended_uri"] = tracking.normalise_uri(cfg.tracking.uri)
+        masked = mask_config(resolved, OmegaConf.to_container(cfg, resolve=False))
+        params = measurement_params(masked, ranker_choice, fixture.name)
+        run_tags[NOTE_TAG] = run_description(
+            fixture.name, row, ks, fixture.tier_counts(), params, objective, lookup(metrics, objective)
+        )
+        try:
+            rec.save(files, metrics, params, run_tags, status, extra)
+        except OSError as exc:
+            rec.abandon("FAILED")
+            fail(f"cannot save the run in {rec.out_dir}: {exc}", code=1)
+
+        def log_extra(tracker, run_id):  # online only: plots and (opt-in) traces are not saved locally
+            if scores is None or interrupted is not None:
+                return
+            if cfg.get("plots", True):
+                log_plots(tracker, run_id, scores, results, err)
+            if cfg.get("traces", False):  # opt-in: slower than the run itself (docs/tracking.md)
+                from evalpipe.reporting.traces import log_case_traces
+
+                log_case_traces(tracker, experiment_id, run_id, results, scores.first_rank)
+
+        upload_error = rec.upload(log_extra)
 
     after_tables = judged.print if judged is not None else None
-    print_run_end(
-        console,
-        tracker,
-        experiment,
-        experiment_id,
-        run_id,
-        run_name,
-        row,
-        fixture,
-        ks,
-        notes,
-        job,
-        after_tables,
-    )
-    return value
+    if rec.online and not upload_error:
+        from evalpipe.reporting.run_end import print_run_end
+
+        print_run_end(
+            console,
+            tracker,
+            experiment,
+            experiment_id,
+            rec.run_id,
+            run_name,
+            row,
+            fixture,
+            ks,
+            notes,
+            job,
+            after_tables,
+        )
+    else:
+        print_offline_end(console, row, fixture, ks, notes, after_tables)
+        if upload_error:
+            fail(upload_error, code=1)
+        console.print(
+            f"Offline: saved in [bold]{rec.out_dir}[/]; upload it with [cyan]evalpipe sync {rec.out_dir}[/]",
+            soft_wrap=True,
+        )
+    if interrupted is not None:
+        where = f"run {rec.run_id} KILLED; " if rec.online else ""
+        print(
+            f"evalpipe: interrupted by {why}: {where}partial results saved in {rec.out_dir}",
+            file=sys.stderr,
+        )
+        raise SystemExit(signals.exit_code(interrupted))
+    return float(lookup(metrics, objective) or 0.0)

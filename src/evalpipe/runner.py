@@ -130,7 +130,14 @@ def run_cases(
     k: int,
     count_tokens: Callable[[str], int],
     progress: Callable[[Iterable[Case]], Iterable[Case]] | None = None,
+    into: list[CaseResult] | None = None,
 ) -> list[CaseResult]:
-    """Run every case in fixture order, retrieving `k` (the largest K of the K list) each time."""
+    """Run every case in fixture order, retrieving `k` (the largest K of the K list) each time.
+
+    Results are appended to `into` as they finish, so a run interrupted by a signal still
+    has the cases measured so far."""
     cases: Iterable[Case] = fixture.cases if progress is None else progress(fixture.cases)
-    return [run_case(ranker, case, k, fixture.corpus, count_tokens) for case in cases]
+    results = [] if into is None else into
+    for case in cases:
+        results.append(run_case(ranker, case, k, fixture.corpus, count_tokens))
+    return results

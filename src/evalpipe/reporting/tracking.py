@@ -1,9 +1,16 @@
 """Everything that talks to MLflow: the store, experiments, runs, batched logging.
 
 Uses an explicit `MlflowClient` bound to one tracking URI; the global URI is also
-set, because `mlflow.log_table` only logs through it. SQLite stores are created once, by
-whoever calls `ensure_store` first (the parent of a sweep), because several
-processes creating a fresh SQLite store at the same time corrupt it.
+set, because `mlflow.log_table` only logs through it. SQLite schema creation and
+migration run under an exclusive file lock (`<db>.lock` beside the database),
+because several processes creating a fresh SQLite store at the same time fail
+(`duplicate column name`) or corrupt it: two single runs started together are as
+safe as a sweep.
+
+A store that cannot be reached fails fast: a server is probed with a short
+timeout before any client is made, and MLflow's own HTTP retries are bounded
+(`MLFLOW_HTTP_REQUEST_*` defaults below), so a dead server costs seconds, not the
+minutes of MLflow's defaults.
 """
 
 from __future__ import annotations
@@ -22,9 +29,23 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.paths import PROJECT_ROOT
+from evalpipe.signals import Interrupted
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# MLflow's defaults retry a dead server for minutes (7 retries, backoff factor 2, 120 s timeout).
+# These keep a failure to seconds; set the variables yourself to change them.
+HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    # MLflow prints "View run at <server URL>" itself, user:password included; evalpipe prints its own.
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+}
+for _name, _value in HTTP_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
+PROBE_SECONDS = 8.0  # total budget for reaching a server at start (it may be starting up)
 
 
 @dataclass(frozen=True)
@@ -36,9 +57,11 @@ class Tracker:
 
     @property
     def ui_command(self) -> str:
+        from evalpipe.secrets import mask_text
+
         if self.uri.startswith(("http://", "https://")):
-            return f"open {self.uri} (the tracking server's own UI)"
-        return f"mlflow ui --backend-store-uri {self.uri}"
+            return f"open {mask_text(self.uri)} (the tracking server's own UI)"
+        return f"mlflow ui --backend-store-uri {mask_text(self.uri)}"
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -68,6 +91,97 @@ def normalise_uri(uri: str | None) -> str:
     return uri
 
 
+class StoreUnavailable(Exception):
+    """The tracking store cannot be used (unreachable, read-only); the message says which and why."""
+
+
+def check_writable(db: Path) -> None:
+    """A read-only store (directory or database file), said in those words, before MLflow retries.
+
+    Probes by writing (a temp file beside the database, opening the database for writing), as
+    permission bits say nothing for root, immutable files or read-only mounts.
+    """
+    import errno
+
+    from evalpipe.secrets import mask_text
+
+    target = db.parent
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".evalpipe-write-check-", dir=db.parent)
+        os.close(fd)
+        os.unlink(tmp)
+        if db.exists():
+            target = db
+            os.close(os.open(db, os.O_WRONLY))
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        what = "database file" if target == db else "directory"
+        raise StoreUnavailable(
+            f"tracking store {mask_text(str(db))} is read-only: the {what} {target} is not writable "
+            f"({exc.strerror}); fix its permissions, pick another tracking.uri, or run with "
+            "tracking.offline=true"
+        ) from None
+
+
+def probe_server(uri: str, budget: float = PROBE_SECONDS) -> None:
+    """GET <server>/health with short timeouts for at most `budget` seconds, or StoreUnavailable."""
+    import base64
+    import socket
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from evalpipe.secrets import mask_text
+
+    deadline = time.monotonic() + budget
+    parts = urllib.parse.urlsplit(uri.rstrip("/") + "/health")
+    request = urllib.request.Request(parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl())
+    if parts.username is not None:  # urllib does not read user:password from the URL (MLflow does)
+        pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        request.add_header("Authorization", "Basic " + base64.b64encode(pair.encode()).decode())
+    reason = ""
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            with urllib.request.urlopen(request, timeout=max(0.5, min(4.0, left))) as resp:
+                if resp.status < 500:
+                    return
+                reason = f"HTTP {resp.status}"
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500:  # the server answers (e.g. 401/404 behind a proxy): reachable
+                return
+            reason = f"HTTP {exc.code}"
+        except (OSError, ValueError) as exc:
+            reason = str(getattr(exc, "reason", None) or exc)
+            if isinstance(getattr(exc, "reason", exc), socket.gaierror | ValueError):
+                break  # an unknown host name or a malformed URL does not get better by waiting
+        if deadline - time.monotonic() < 1.5:
+            break
+        time.sleep(1.0)
+    waited = budget - max(0.0, deadline - time.monotonic())
+    raise StoreUnavailable(
+        f"tracking server {mask_text(uri)} is unreachable ({mask_text(reason)}; gave up after "
+        f"{waited:.0f} s): start it, fix tracking.uri, or run with tracking.offline=true "
+        "and upload later with `evalpipe sync <output dir>`"
+    )
+
+
+@contextmanager
+def schema_lock(db: Path) -> Iterator[None]:
+    """Exclusive lock on `<db>.lock` while the schema is created or migrated (one process at a time)."""
+    import fcntl
+
+    lock_path = db.with_name(db.name + ".lock")
+    with open(lock_path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
 def ensure_store(uri: str | None = None) -> Tracker:
     """Create the store (SQLite schema) if needed and return a client bound to it."""
     import mlflow
@@ -76,10 +190,21 @@ def ensure_store(uri: str | None = None) -> Tracker:
     uri = normalise_uri(uri)
     db = sqlite_path(uri)
     if db is not None:
-        db.parent.mkdir(parents=True, exist_ok=True)
+        check_writable(db)
+    elif uri.startswith(("http://", "https://")):
+        import logging
+
+        # urllib3 logs each retry as a WARNING (on the console): the failure is said once, by evalpipe.
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+        probe_server(uri)
     mlflow.set_tracking_uri(uri)
-    client = MlflowClient(tracking_uri=uri)
-    client.search_experiments(max_results=1)  # creates/migrates the schema now, in this process
+    if db is None:
+        client = MlflowClient(tracking_uri=uri)
+        client.search_experiments(max_results=1)
+        return Tracker(uri, client)
+    with schema_lock(db):  # the store object creates/migrates the schema: one process at a time
+        client = MlflowClient(tracking_uri=uri)
+        client.search_experiments(max_results=1)
     return Tracker(uri, client)
 
 
@@ -105,14 +230,20 @@ def ensure_experiment(tracker: Tracker, name: str) -> str:
 def open_experiment(uri: str | None, name: str) -> tuple[Tracker, str]:
     """Store + experiment, or an EvalpipeError saying which store could not be opened."""
     from evalpipe.errors import EvalpipeError
+    from evalpipe.secrets import mask_text
 
     try:
         tracker = ensure_store(uri)
         return tracker, ensure_experiment(tracker, name)
     except EvalpipeError:
         raise
-    except Exception as exc:  # unreachable server, unwritable path, corrupt database
-        raise EvalpipeError(f"cannot open MLflow store {uri!r}: {type(exc).__name__}: {exc}") from None
+    except StoreUnavailable as exc:
+        raise EvalpipeError(str(exc)) from None
+    except Exception as exc:  # unwritable path, corrupt database, a server that fails requests
+        first = mask_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        raise EvalpipeError(
+            f"cannot open MLflow store {mask_text(str(uri))!r}: {type(exc).__name__}: {first}"
+        ) from None
 
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the evalpipe package
@@ -170,11 +301,14 @@ def log_batch(
     metrics: Mapping[str, float] | None = None,
     params: Mapping[str, str] | None = None,
     tags: Mapping[str, str] | None = None,
+    timestamp_ms: int | None = None,
 ) -> None:
-    """Log in as few calls as MLflow's batch limits allow (100 params/tags, 1000 metrics)."""
+    """Log in as few calls as MLflow's batch limits allow (100 params/tags, 1000 metrics).
+
+    `timestamp_ms` dates the metrics (a synced run keeps the time it was measured)."""
     from mlflow.entities import Metric, Param, RunTag
 
-    now = int(time.time() * 1000)
+    now = int(timestamp_ms) if timestamp_ms else int(time.time() * 1000)
     m = [Metric(k, float(v), now, 0) for k, v in sorted((metrics or {}).items())]
     p = [Param(k, str(v)) for k, v in sorted((params or {}).items())]
     t = [RunTag(k, str(v)) for k, v in sorted((tags or {}).items())]
@@ -195,7 +329,7 @@ def tracked_run(
     run_id = run.info.run_id
     try:
         yield run_id
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         tracker.client.set_terminated(run_id, status="KILLED")
         raise
     except BaseException:

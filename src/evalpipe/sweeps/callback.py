@@ -32,7 +32,16 @@ from evalpipe.sweeps.job import PARENT_ENV, ROLE_TAG, SWEEP_ENV, SWEEP_TAG, SWEP
 
 URI_ENV = "MLFLOW_TRACKING_URI"
 ENV_KEYS = (PARENT_ENV, SWEEP_ENV, SWEPT_ENV, URI_ENV)
+WORKER_GRACE_S = 15.0
 ABORT_NOTE = "The sweep stopped early (a job failed or was interrupted); points not listed did not run."
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _sweep_name(config: DictConfig) -> str:
@@ -103,6 +112,9 @@ class MLflowSweepCallback(Callback):
             raise SystemExit(2) from None
 
     def _start(self, config: DictConfig) -> None:
+        if config.tracking.get("offline"):  # jobs save locally; `evalpipe sync <sweep dir>` uploads them
+            print("[evalpipe] offline sweep: no parent run; each job saves its run locally", file=sys.stderr)
+            return
         from evalpipe.app import experiment_name
         from evalpipe.errors import EvalpipeError
         from evalpipe.reporting import tracking
@@ -114,7 +126,13 @@ class MLflowSweepCallback(Callback):
         self._sweep_dir = os.path.abspath(str(config.hydra.sweep.dir))
         self._sweep_id = sweep_id_for(self._sweep_dir, time.time_ns())
         self._objective = str(config.get("objective") or "recall_at_5")
+        from evalpipe.hydra_secrets import register_job_secrets
+        from evalpipe.secrets import mask_override, mask_text
+
+        register_job_secrets(config)
         spec, task = _sweeper_spec(config)
+        spec = {k: mask_override(f"{k}={v}").partition("=")[2] for k, v in spec.items()}
+        task = [mask_override(item) for item in task]
         self._keys = swept_keys(spec, task)
         experiment = experiment_name(config)
         try:
@@ -132,7 +150,7 @@ class MLflowSweepCallback(Callback):
         tags = {
             ROLE_TAG: "parent",
             SWEEP_TAG: self._sweep_id,
-            "evalpipe.sweep_dir": self._sweep_dir,
+            "evalpipe.sweep_dir": mask_text(self._sweep_dir),
             "evalpipe.sweeper": sweeper,
             "evalpipe.launcher": launcher,
             "evalpipe.objective": self._objective,
@@ -170,18 +188,47 @@ class MLflowSweepCallback(Callback):
         self._saved_env = {k: os.environ.get(k) for k in new_env}
         os.environ.update(new_env)
         atexit.register(self._on_abort)
+        from evalpipe import signals
+
+        signals.on_interrupt(self._stop_workers)
         print(
             f"[evalpipe] sweep {self._sweep_id}: parent run {self._parent} in experiment {experiment!r}",
             file=sys.stderr,
         )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from evalpipe import signals
+
         atexit.unregister(self._on_abort)
+        signals.remove_hook(self._stop_workers)
         self._finish(aborted=None)
 
+    def _stop_workers(self, signum: int) -> None:
+        """On SIGINT/SIGTERM: pass it on to the worker processes (joblib/loky) and give their jobs
+        up to WORKER_GRACE_S to save what they measured (run_info.json) before the launcher kills
+        them; jobs still running after that are marked KILLED by `_finish`."""
+        from pathlib import Path
+
+        from evalpipe import signals
+        from evalpipe.reporting.local import INFO_FILE
+
+        children = [p for p in signals.child_pids() if "resource_tracker" not in _cmdline(p)]
+        if not children:
+            return
+        signals.forward(signum, children)
+        sweep_dir = Path(self._sweep_dir)
+
+        def saved() -> bool:
+            started = [d for d in sweep_dir.iterdir() if (d / ".hydra").is_dir()]
+            return all((d / INFO_FILE).is_file() or (d / "reused_run.json").is_file() for d in started)
+
+        signals.wait_until(saved, WORKER_GRACE_S)
+
     def _on_abort(self) -> None:
-        """atexit: the sweep ended without on_multirun_end (a job failed, Ctrl-C, SystemExit)."""
-        self._finish(aborted="FAILED")
+        """atexit: the sweep ended without on_multirun_end (a job failed, Ctrl-C, SIGTERM, SystemExit)."""
+        from evalpipe import signals
+
+        self._finish(aborted="KILLED" if signals.received() else "FAILED")
 
     def _finish(self, aborted: str | None) -> None:
         if self._parent is None or self._uri is None:
@@ -194,6 +241,8 @@ class MLflowSweepCallback(Callback):
         tracker = None
         try:
             tracker = tracking.ensure_store(uri)
+            if aborted:
+                self._end_orphans(tracker, parent, aborted)
             failed = self._write_summary(tracker, parent, aborted)
             if failed and status == "FINISHED":
                 status = "FAILED"
@@ -252,6 +301,18 @@ class MLflowSweepCallback(Callback):
         for line in ui_lines(tracker.uri, self._experiment_id, parent, tracker.ui_command):
             console.print(escape(line), highlight=False, soft_wrap=True)
 
+    @staticmethod
+    def _end_orphans(tracker: Any, parent: str, status: str) -> None:
+        """Children still RUNNING when the sweep aborts (their worker was killed before it could
+        save) end with the sweep's status."""
+        experiment_id = tracker.client.get_run(parent).info.experiment_id
+        runs = tracker.client.search_runs(
+            [experiment_id],
+            filter_string=f"tags.`mlflow.parentRunId` = '{parent}' and attributes.status = 'RUNNING'",
+        )
+        for run in runs:
+            tracker.client.set_terminated(run.info.run_id, status=status)
+
     def _write_summary(self, tracker: Any, parent: str, aborted: str | None = None) -> int:
         """Log summary.md, summary.csv, plots and best/<metric>; return the number of failed points."""
         from pathlib import Path
@@ -259,6 +320,7 @@ class MLflowSweepCallback(Callback):
         from evalpipe.reporting import tracking
         from evalpipe.reporting.headline import NOTE_TAG, clip
         from evalpipe.reporting.plots import sweep_plots
+        from evalpipe.secrets import mask_lines
         from evalpipe.sweeps.summary import (
             best_metric_names,
             best_points,
@@ -300,6 +362,7 @@ class MLflowSweepCallback(Callback):
             path = Path(self._sweep_dir) / extra
             if path.is_file():
                 files[extra] = path.read_text(encoding="utf-8")
+        files = {k: mask_lines(v) if isinstance(v, str) else v for k, v in files.items()}
         tracking.log_artifact_files(tracker, parent, files)
         plot_metrics = self.plot_metrics or [
             (best_metric_names(rows, self._objective) or [self._objective])[0],

@@ -89,7 +89,7 @@ def job_context(tracker: Any, experiment_id: str) -> JobContext:
     parent = (
         os.environ.get(PARENT_ENV)
         or shared.get("parent_run_id")
-        or find_parent(tracker, experiment_id, sweep_id)
+        or (find_parent(tracker, experiment_id, sweep_id) if tracker is not None else None)
     )
     swept = os.environ.get(SWEPT_ENV, ",".join(shared.get("swept_keys", [])))
     keys = set(filter(None, swept.split(",")))

@@ -1,0 +1,116 @@
+"""The saved run: a run's output directory is the source of truth, the tracking store a copy.
+
+Every run writes, before anything is sent to MLflow, the files a reader needs
+(report.md, cases.jsonl, misses.jsonl, run.trec, config.yaml) plus what an upload
+needs to recreate the MLflow run exactly (metrics.json, params.json, tags.json and
+run_info.json with status, start/end times and where it was uploaded). So a dead
+or missing store costs nothing: `evalpipe sync <dir>` uploads it later.
+
+Everything written here was masked by the caller (`evalpipe.secrets`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+INFO_FILE = "run_info.json"
+FORMAT = 1
+#: Files uploaded as MLflow artifacts (cases.jsonl goes up as the cases.json table instead).
+ARTIFACT_FILES = ("report.md", "config.yaml", "misses.jsonl", "run.trec")
+PARTIAL_MARK = "PARTIAL"
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    """A run as saved in its output directory."""
+
+    directory: Path
+    info: Mapping[str, Any]
+    metrics: Mapping[str, float]
+    params: Mapping[str, str]
+    tags: Mapping[str, str]
+
+    def artifact_files(self) -> dict[str, str]:
+        out = {}
+        for name in ARTIFACT_FILES:
+            path = self.directory / name
+            if path.is_file():
+                out[name] = path.read_text(encoding="utf-8")
+        return out
+
+    def case_table(self) -> dict[str, list[Any]] | None:
+        """The per-case table (columns) back from cases.jsonl, as the run logged it."""
+        path = self.directory / "cases.jsonl"
+        if not path.is_file():
+            return None
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if not rows:
+            return None
+        return {key: [row.get(key) for row in rows] for key in rows[0]}
+
+
+def new_local_id() -> str:
+    """Identity of a saved run across stores: the upload marker `sync` looks for."""
+    return uuid.uuid4().hex
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _dump(data: Any) -> str:
+    return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def save_run(
+    directory: Path,
+    files: Mapping[str, str],
+    metrics: Mapping[str, float],
+    params: Mapping[str, str],
+    tags: Mapping[str, str],
+    info: Mapping[str, Any],
+) -> None:
+    """Write the run's files and its metrics/params/tags/run_info (run_info last: it marks complete)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        write_atomic(directory / name, content)
+    write_atomic(directory / "metrics.json", _dump({k: float(v) for k, v in metrics.items()}))
+    write_atomic(directory / "params.json", _dump({k: str(v) for k, v in params.items()}))
+    write_atomic(directory / "tags.json", _dump({k: str(v) for k, v in tags.items()}))
+    write_atomic(directory / INFO_FILE, _dump({"format": FORMAT, **info}))
+
+
+def update_info(directory: Path, **changes: Any) -> dict[str, Any]:
+    """Change fields of run_info.json (e.g. after an upload)."""
+    path = directory / INFO_FILE
+    info = json.loads(path.read_text(encoding="utf-8"))
+    info.update(changes)
+    write_atomic(path, _dump(info))
+    return info
+
+
+def load_run(directory: Path) -> SavedRun:
+    def read(name: str) -> dict[str, Any]:
+        path = directory / name
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+    return SavedRun(directory, read(INFO_FILE), read("metrics.json"), read("params.json"), read("tags.json"))
+
+
+def find_saved_runs(paths: Iterable[Path]) -> list[Path]:
+    """Directories holding a run_info.json: the paths themselves or anywhere below (a multirun dir)."""
+    found: list[Path] = []
+    for path in paths:
+        if (path / INFO_FILE).is_file():
+            found.append(path)
+        elif path.is_dir():
+            found += sorted(p.parent for p in path.rglob(INFO_FILE))
+    return list(dict.fromkeys(p.resolve() for p in found))

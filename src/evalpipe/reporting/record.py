@@ -1,0 +1,123 @@
+"""A run being recorded: saved locally first, then (when online) uploaded to MLflow.
+
+`evaluate` measures; this module decides where the outcome goes. The MLflow run is
+opened when the run starts (so a sweep's parent and the UI see it RUNNING), the
+outcome is always saved to the output directory first (`reporting.local`), then
+uploaded with the same code `evalpipe sync` uses. When the upload fails, the
+local copy is named in one line and left for `evalpipe sync`, which marks the
+half-logged run FAILED and uploads a complete one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalpipe.reporting.local import load_run, new_local_id, save_run, update_info
+from evalpipe.secrets import mask_mapping, mask_text
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Recording:
+    """Where one run goes: its output dir (always) and an MLflow run (when online)."""
+
+    out_dir: Path | None
+    experiment: str
+    run_name: str
+    tracker: Any = None
+    experiment_id: str | None = None
+    run_id: str | None = None
+    local_id: str = field(default_factory=new_local_id)
+    start_ms: int = field(default_factory=now_ms)
+
+    @property
+    def online(self) -> bool:
+        return self.tracker is not None
+
+    def start(self, tags: Mapping[str, str]) -> None:
+        """Open the MLflow run (online only); it is RUNNING until `finish` or `abandon`."""
+        if self.tracker is None:
+            return
+        from evalpipe.reporting.sync import LOCAL_ID_TAG
+
+        run = self.tracker.client.create_run(
+            self.experiment_id,
+            start_time=self.start_ms,
+            run_name=self.run_name,
+            tags={**tags, LOCAL_ID_TAG: self.local_id},
+        )
+        self.run_id = run.info.run_id
+
+    def abandon(self, status: str = "FAILED") -> None:
+        """End the MLflow run without results (bad input found late); never raises."""
+        if self.tracker is None or self.run_id is None:
+            return
+        with contextlib.suppress(Exception):
+            self.tracker.client.set_terminated(self.run_id, status=status)
+
+    def save(
+        self,
+        files: Mapping[str, str],
+        metrics: Mapping[str, float],
+        params: Mapping[str, str],
+        tags: Mapping[str, str],
+        status: str,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write the run to its output dir (masked), with run_info.json saying its status."""
+        if self.out_dir is None:
+            return
+        uri = self.tracker.uri if self.tracker is not None else None
+        info = {
+            "local_id": self.local_id,
+            "experiment": self.experiment,
+            "run_name": self.run_name,
+            "status": status,
+            "start_time_ms": self.start_ms,
+            "end_time_ms": now_ms(),
+            "tracking_uri": mask_text(uri) if uri else None,
+            "run_id": self.run_id,
+            "upload": "pending" if self.online else "offline",
+            "uploads": {},
+            **(extra or {}),
+        }
+        if uri is None and extra is not None and extra.get("intended_uri"):
+            info["tracking_uri"] = mask_text(str(extra["intended_uri"]))
+        masked_files = {name: mask_text(text) for name, text in files.items()}
+        masked_tags = mask_mapping(tags)
+        masked_params = mask_mapping(params)
+        save_run(self.out_dir, masked_files, metrics, masked_params, masked_tags, info)
+
+    def upload(self, log_extra: Any = None) -> str | None:
+        """Upload the saved run into the open MLflow run; None on success, else one line saying
+        what failed and where the results are."""
+        if self.tracker is None or self.run_id is None or self.out_dir is None:
+            return None
+        from evalpipe.reporting.sync import finish_upload, upload_saved
+
+        saved = load_run(self.out_dir)
+        try:
+            upload_saved(self.tracker, self.run_id, saved)
+            if log_extra is not None:
+                log_extra(self.tracker, self.run_id)
+            finish_upload(self.tracker, self.run_id, saved)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            self.abandon("FAILED")  # works if the store came back; else `sync` marks it FAILED
+            with contextlib.suppress(OSError):
+                update_info(self.out_dir, upload="failed")
+            return mask_text(
+                f"logging to MLflow failed ({type(exc).__name__}: {first[:160]}); the results are saved "
+                f"in {self.out_dir}: upload them with `evalpipe sync {self.out_dir}` once the store is back "
+                f"(it marks the half-logged run {self.run_id} FAILED)"
+            )
+        update_info(self.out_dir, upload="complete", uploads={mask_text(self.tracker.uri): self.run_id})
+        return None

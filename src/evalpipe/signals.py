@@ -1,0 +1,139 @@
+"""SIGINT and SIGTERM as exceptions in the main thread, so a run can end KILLED with what it measured.
+
+`kill`, `timeout`, `docker stop` and a cancelled CI job send SIGTERM, whose default
+action ends Python without running any cleanup: the MLflow run stayed RUNNING and
+the cases already run were lost. `install()` makes SIGTERM raise `Interrupted` (a
+BaseException, like KeyboardInterrupt, so the per-query `except Exception` of the
+runner cannot swallow it) and records SIGINT before raising KeyboardInterrupt as
+usual. Whoever catches either saves what it has, marks the run KILLED and exits
+with `exit_code` (130 for SIGINT, 143 for SIGTERM), printing one line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from types import FrameType
+
+_received: list[int] = []
+_hooks: list[Callable[[int], None]] = []
+
+
+class Interrupted(BaseException):
+    """Raised in the main thread by the SIGTERM handler."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _run_hooks(signum: int) -> None:
+    hooks, _hooks[:] = list(_hooks), []
+    for hook in hooks:
+        with suppress(Exception):
+            hook(signum)
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    _run_hooks(signum)
+    raise Interrupted(signum)
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    _run_hooks(signum)
+    raise KeyboardInterrupt
+
+
+def on_interrupt(hook: Callable[[int], None]) -> None:
+    """Run `hook(signum)` once, in the handler, before the exception is raised (a sweep's parent
+    uses it to let its workers save before they are torn down)."""
+    _hooks.append(hook)
+
+
+def remove_hook(hook: Callable[[int], None]) -> None:
+    if hook in _hooks:
+        _hooks.remove(hook)
+
+
+def child_pids(pid: int | None = None) -> list[int]:
+    """Direct child processes of `pid` (this process by default), from /proc (Linux)."""
+    pid = os.getpid() if pid is None else pid
+    out = []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            stat = entry.read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and int(fields[1]) == pid:
+            out.append(int(entry.parent.name))
+    return out
+
+
+def forward(signum: int, pids: list[int]) -> None:
+    for pid in pids:
+        with suppress(OSError):
+            os.kill(pid, signum)
+
+
+def wait_until(done: Callable[[], bool], timeout: float, step: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if done():
+            return True
+        time.sleep(step)
+    return done()
+
+
+def install() -> None:
+    """Install the handlers (main thread only; a no-op elsewhere). Safe to call more than once."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # keep "ignore" of a background job
+        signal.signal(signal.SIGINT, _on_sigint)
+
+
+def received() -> int | None:
+    """The first signal this process received since start (or None)."""
+    return _received[0] if _received else None
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    return isinstance(exc, KeyboardInterrupt | Interrupted)
+
+
+def signum_of(exc: BaseException) -> int:
+    return exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+
+
+def exit_code(exc: BaseException) -> int:
+    """128 + signal number: 130 for SIGINT (Ctrl-C), 143 for SIGTERM, as shells report them."""
+    return 128 + int(signum_of(exc))
+
+
+def name_of(exc: BaseException) -> str:
+    return signal.Signals(signum_of(exc)).name
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """While saving what was measured, a second Ctrl-C or SIGTERM is recorded but does not interrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, lambda signum, frame: _received.append(signum))
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
