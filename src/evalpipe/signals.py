@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 _received: list[int] = []
 _hooks: list[Callable[[int], None]] = []
@@ -92,10 +94,25 @@ def wait_until(done: Callable[[], bool], timeout: float, step: float = 0.2) -> b
     return done()
 
 
+def _unraisable(info: Any) -> None:
+    """A signal that lands while Python runs a finalizer or weakref callback (e.g. SQLAlchemy's,
+    during garbage collection) raises there, where the exception is printed as "Exception ignored"
+    and dropped. Deliver it again instead: the handler then raises at the next safe point."""
+    exc = info.exc_value
+    if isinstance(exc, Interrupted | KeyboardInterrupt):
+        signal.raise_signal(signum_of(exc))
+        return
+    _previous_unraisable(info)
+
+
+_previous_unraisable = sys.unraisablehook
+
+
 def install() -> None:
     """Install the handlers (main thread only; a no-op elsewhere). Safe to call more than once."""
     if threading.current_thread() is not threading.main_thread():
         return
+    sys.unraisablehook = _unraisable
     signal.signal(signal.SIGTERM, _on_sigterm)
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # keep "ignore" of a background job
         signal.signal(signal.SIGINT, _on_sigint)

@@ -21,8 +21,10 @@ from typing import Any
 
 INFO_FILE = "run_info.json"
 FORMAT = 1
-#: Files uploaded as MLflow artifacts (cases.jsonl goes up as the cases.json table instead).
+#: Files uploaded as MLflow artifacts when run_info.json does not list them (cases.jsonl goes up
+#: as the cases.json table instead).
 ARTIFACT_FILES = ("report.md", "config.yaml", "misses.jsonl", "run.trec")
+TABLE_FILE = "cases.jsonl"
 PARTIAL_MARK = "PARTIAL"
 
 
@@ -38,7 +40,7 @@ class SavedRun:
 
     def artifact_files(self) -> dict[str, str]:
         out = {}
-        for name in ARTIFACT_FILES:
+        for name in self.info.get("artifacts") or ARTIFACT_FILES:
             path = self.directory / name
             if path.is_file():
                 out[name] = path.read_text(encoding="utf-8")
@@ -46,7 +48,7 @@ class SavedRun:
 
     def case_table(self) -> dict[str, list[Any]] | None:
         """The per-case table (columns) back from cases.jsonl, as the run logged it."""
-        path = self.directory / "cases.jsonl"
+        path = self.directory / TABLE_FILE
         if not path.is_file():
             return None
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -85,7 +87,8 @@ def save_run(
     write_atomic(directory / "metrics.json", _dump({k: float(v) for k, v in metrics.items()}))
     write_atomic(directory / "params.json", _dump({k: str(v) for k, v in params.items()}))
     write_atomic(directory / "tags.json", _dump({k: str(v) for k, v in tags.items()}))
-    write_atomic(directory / INFO_FILE, _dump({"format": FORMAT, **info}))
+    artifacts = sorted(name for name in files if name != TABLE_FILE)
+    write_atomic(directory / INFO_FILE, _dump({"format": FORMAT, "artifacts": artifacts, **info}))
 
 
 def update_info(directory: Path, **changes: Any) -> dict[str, Any]:
