@@ -45,13 +45,13 @@ def test_signal_mid_run_saves_partial_results_and_ends_killed(tmp_path, sig, cod
     assert "PARTIAL: interrupted by" in (out / "report.md").read_text()
     metrics = json.loads((out / "metrics.json").read_text())
     # keyword_search finds c1..c3 at rank 1 (see cli_helpers.FIXTURE): all measured cases so far hit.
-    assert metrics["cases"] == done and metrics["recall_at_1"] == pytest.approx(min(done, 3) / done)
+    assert metrics["count/cases"] == done and metrics["recall_at_1"] == pytest.approx(min(done, 3) / done)
 
     runs = all_runs(uri)
     assert len(runs) == 1
     run = runs[0]
     assert run.info.status == "KILLED" and run.info.run_id == info["run_id"]
-    assert run.data.tags["evalpipe.partial"] == "true" and run.data.metrics["cases"] == done
+    assert run.data.tags["evalpipe.partial"] == "true" and run.data.metrics["count/cases"] == done
     assert "cases.json" in {a.path for a in client_for(uri).list_artifacts(run.info.run_id)}
 
 

@@ -70,7 +70,7 @@ def test_offline_run_then_sync_uploads_once_with_the_saved_values(tmp_path):
     params = json.loads((out / "params.json").read_text())
     tags = json.loads((out / "tags.json").read_text())
     # keyword_search: c1..c3 found at rank 1, c4..c6 nothing (see cli_helpers.FIXTURE).
-    assert metrics["recall_at_1"] == pytest.approx(0.5) and metrics["cases"] == 6
+    assert metrics["recall_at_1"] == pytest.approx(0.5) and metrics["count/cases"] == 6
 
     env_sync = cli(tmp_path, "sync", str(out))
     assert env_sync.returncode == 0, env_sync.stderr
