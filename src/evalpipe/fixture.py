@@ -16,6 +16,7 @@ import yaml
 
 from evalpipe.corpus import Corpus, CorpusError, file_sha256, load_jsonl_corpus
 from evalpipe.errors import FixtureError
+from evalpipe.missing_ids import missing_ids_message
 from evalpipe.paths import resolve_path
 
 STOCK_TIERS = ("exact", "concept", "multi_hop")
@@ -184,15 +185,11 @@ def check_against_corpus(cases: Sequence[Case], corpus: Corpus, where: str) -> N
     """Every expected ID (and expected document) must exist in the corpus."""
     # A unit without document_id is a whole document (as the RAG measures read it).
     documents = {str(u.get("document_id") or u.id) for u in corpus}
+    missing_message = missing_ids_message(cases, corpus, where)  # every affected case at once
+    if missing_message:
+        raise FixtureError(missing_message)
     for case in cases:
         loc = f"{where}:{case.line}" if case.line else where
-        missing = [d for d in case.qrels if d not in corpus]
-        if missing:
-            raise FixtureError(
-                f"{loc}: case {case.id!r}: expected ID(s) not in corpus {corpus.source or corpus.name}: "
-                f"{missing[:3]}{' ...' if len(missing) > 3 else ''} "
-                "(check the spelling, or rebuild the corpus)"
-            )
         if case.winnow_constraints:
             excluded = [
                 d for d, g in case.qrels.items() if g > 0 and not corpus.allows(d, case.winnow_constraints)

@@ -24,6 +24,7 @@ from pathlib import PurePosixPath
 
 from evalpipe.corpus.draft import Draft, SourceParseError, find_in_bases
 from evalpipe.corpus.model import Unit
+from evalpipe.corpus.qualify import qualified
 
 DEFAULT_EXCERPT_CHARS = 1200
 LANGUAGE = "python"
@@ -489,6 +490,11 @@ def resolve_python(files: Sequence[PythonFile]) -> list[Unit]:
                     calls.append(target)
             bases = bases_of.get(d.id, []) if d.kind == "class" else []
             relations = d.relations(calls, module_imports, bases)
+            metadata = {
+                **d.metadata,
+                "qualifier": f.module,
+                "qualified_name": qualified(f.module, d.qualname),
+            }
             units.append(
                 Unit(
                     id=d.id,
@@ -498,7 +504,7 @@ def resolve_python(files: Sequence[PythonFile]) -> list[Unit]:
                     path=f.path,
                     language=LANGUAGE,
                     relations=relations,
-                    metadata=d.metadata,
+                    metadata=metadata,
                 )
             )
     return units

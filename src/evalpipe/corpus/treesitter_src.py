@@ -5,7 +5,10 @@ Same ID convention as Python: `path/file.go` is the file (module) unit,
 type parameters), `path/file.ts::Class.method`, `path/file.ts::func` (a top-level
 `const f = () => ...` counts as function `f`). Kinds: module, function, method,
 class (TS/JS classes), interface, type (Go struct/other types, TS type aliases
-and enums).
+and enums), var and const (Go package-level `var`/`const`, one unit per name in
+grouped `var ( ... )` blocks too; TS/JS top-level non-function declarations).
+Every unit records `qualifier` (Go package name, TS/JS module path without
+extension) and `qualified_name` (`shapes.Rect.Area`), so `pkg.Name` finds it.
 
 Relations are resolved by name, without type inference: a call `f()` resolves to
 a function of the same file (Go: then of the same package directory) or to a
@@ -33,6 +36,7 @@ from typing import Any
 
 from evalpipe.corpus.draft import Draft, SourceParseError, find_in_bases
 from evalpipe.corpus.model import Unit
+from evalpipe.corpus.qualify import qualified
 
 DEFAULT_EXCERPT_CHARS = 1200
 INSTALL_HINT = "pip install 'evalpipe[treesitter]'"
@@ -376,10 +380,34 @@ class _Extractor:
                     excerpt = _clip(textwrap.dedent(_text(spec)), self.limit)
                     d = self.add(mod, kind, name, name, spec, anchor, None, sig.rstrip(), excerpt=excerpt)
                     d.raw_calls += self.calls_in([type_node] if type_node is not None else [])
+            elif t in ("var_declaration", "const_declaration"):
+                self._go_values(mod, child, "var" if t == "var_declaration" else "const")
             elif t != "comment":
                 top_level_other.append(child)
         mod.raw_calls += self.calls_in(top_level_other)
         self.finish_module(mod, module_doc, self.package or mod.name)
+
+    def _go_values(self, mod: Draft, decl: Any, kind: str) -> None:
+        """Package-level `var`/`const` (single or grouped `var ( ... )`): one unit per name.
+
+        Real fixtures name them as answers (`var initCmd = &cobra.Command{...}`); calls in
+        the value (a `Run: func() { ... }` literal) belong to that unit.
+        """
+        specs = _descendants(decl, f"{kind}_spec")
+        grouped = len(specs) > 1 or any(c.type in ("(", "var_spec_list") for c in decl.children)
+        for spec in specs:
+            names = [c for c in spec.children if c.type == "identifier"]
+            value = spec.child_by_field_name("value")
+            # a grouped spec documents itself; a single declaration is documented above `var`
+            anchor = spec if grouped else decl
+            text = _clip(textwrap.dedent(_text(spec)), self.limit)
+            sig = f"{kind} " + _collapse(_text(spec).split("\n", 1)[0])
+            for ident in names:
+                name = _text(ident)
+                if name == "_":
+                    continue
+                d = self.add(mod, kind, name, name, spec, anchor, None, sig, excerpt=text)
+                d.raw_calls += self.calls_in([value] if value is not None else [])
 
     # -- TypeScript / JavaScript ----------------------------------------------
 
@@ -510,17 +538,33 @@ class _Extractor:
                 and (n := d.child_by_field_name("name")) is not None
                 and n.type == "identifier"
             ]
-            if not funcs or len(funcs) != len(declarators):
-                return False
+            named = [
+                d
+                for d in declarators
+                if (n := d.child_by_field_name("name")) is not None and n.type == "identifier"
+            ]
+            requires = any(
+                _text(c.child_by_field_name("function") or c) == "require"
+                for c in _descendants(decl, "call_expression")
+            )
+            if not declarators or len(named) != len(declarators) or requires:
+                return False  # destructuring or CommonJS `require`: handled with the module's own code
             keyword = _text(decl.children[0])
-            for dec in funcs:
+            for dec in declarators:
                 name = _text(dec.child_by_field_name("name"))
                 value = dec.child_by_field_name("value")
-                body = value.child_by_field_name("body")
-                sig = _signature(dec, body, prefix=f"{keyword} ")
-                d = self.add(mod, "function", name, name, dec, anchor, body, sig)
+                if dec in funcs:
+                    body = value.child_by_field_name("body")
+                    sig = _signature(dec, body, prefix=f"{keyword} ")
+                    d = self.add(mod, "function", name, name, dec, anchor, body, sig)
+                    d.raw_calls += self.calls_in([body] if body is not None else [])
+                else:  # a top-level constant/variable: `export const DEFAULTS = {...}`
+                    kind = "const" if keyword == "const" else "var"
+                    sig = f"{keyword} " + _collapse(_text(dec).split("\n", 1)[0])
+                    excerpt = _clip(textwrap.dedent(_text(dec)), self.limit)
+                    d = self.add(mod, kind, name, name, dec, anchor, None, sig, excerpt=excerpt)
+                    d.raw_calls += self.calls_in([value] if value is not None else [])
                 d.metadata["line"] = decl.start_point.row + 1
-                d.raw_calls += self.calls_in([body] if body is not None else [])
             return True
         return False
 
@@ -782,6 +826,11 @@ def resolve_tree_sitter(files: Sequence[SourceFile], go_module: str = "") -> lis
             relations = d.relations(calls, imports, bases_of.get(d.id, []))
             meta = dict(d.metadata)
             title = meta.pop("title", d.qualname)
+            qualifier = f.package if f.language == "go" else posixpath.splitext(f.path)[0]
+            if f.language == "go":
+                meta["package"] = f.package
+            meta["qualifier"] = qualifier
+            meta["qualified_name"] = qualified(qualifier, d.qualname)
             units.append(
                 Unit(
                     id=d.id,

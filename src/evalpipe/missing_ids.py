@@ -1,0 +1,72 @@
+"""The fixture error for expected IDs that are not in the corpus, written to be acted on.
+
+A fixture written against a newer (or older) corpus usually misses many IDs at once, for
+one reason: a renamed symbol, an ID spelt differently from the builder's convention, or a
+kind of unit the builder does not emit. So every affected case is listed in one message,
+each missing ID with the nearest existing IDs, plus the unit kinds the corpus holds for
+that language, which tells "misspelt" apart from "the builder makes no such units".
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Protocol
+
+from evalpipe.corpus import Corpus
+from evalpipe.corpus.build import language_of
+
+#: Nearest IDs suggested per missing ID.
+SUGGESTIONS = 3
+
+
+class _Case(Protocol):
+    id: str
+    line: int
+    qrels: dict[str, int]
+
+
+def _file_of(uid: str) -> str:
+    return uid.split("::", 1)[0].split("#", 1)[0]
+
+
+def nearest_ids(uid: str, corpus: Corpus, by_file: dict[str, list[str]]) -> list[str]:
+    """Closest existing IDs by difflib ratio: same file first (cheap, and usually right)."""
+    same_file = by_file.get(_file_of(uid), [])
+    near = difflib.get_close_matches(uid, same_file, n=SUGGESTIONS, cutoff=0.5)
+    return near or difflib.get_close_matches(uid, corpus.ids, n=SUGGESTIONS, cutoff=0.6)
+
+
+def missing_ids_message(cases: Sequence[_Case], corpus: Corpus, where: str) -> str | None:
+    """One message naming every case with expected IDs missing from `corpus`, or None."""
+    affected = [(c, [d for d in c.qrels if d not in corpus]) for c in cases]
+    affected = [(c, m) for c, m in affected if m]
+    if not affected:
+        return None
+    by_file: dict[str, list[str]] = defaultdict(list)
+    kinds: dict[str, set[str]] = defaultdict(set)
+    for unit in corpus:
+        by_file[_file_of(unit.id)].append(unit.id)
+        kinds[unit.language].add(unit.kind)
+    n_ids = sum(len(m) for _, m in affected)
+    lines = [
+        f"{where}: expected ID(s) not in corpus {corpus.source or corpus.name}: "
+        f"{n_ids} in {len(affected)} case(s)"
+    ]
+    languages: set[str] = set()
+    for case, missing in affected:
+        loc = f"{where}:{case.line}" if case.line else where
+        for uid in missing:
+            near = nearest_ids(uid, corpus, by_file)
+            hint = f"nearest: {', '.join(near)}" if near else "no similar ID"
+            lines.append(f"  {loc}: case {case.id!r}: {uid} ({hint})")
+            languages.add(language_of(_file_of(uid)) or "")
+    for lang in sorted(languages - {""}):
+        have = ", ".join(sorted(kinds.get(lang, ()))) or "none"
+        lines.append(f"  {lang} unit kinds the corpus builder produced: {have}")
+    lines.append(
+        "  Fix the spelling (IDs are path::Qualname), or rebuild the corpus with "
+        "`python -m evalpipe.corpus` if the fixture names units it lacks."
+    )
+    return "\n".join(lines)
