@@ -13,7 +13,13 @@ import pytest
 from evalpipe.corpus import Corpus, Unit, load_jsonl_corpus
 from evalpipe.rankers.base import Ranker
 from evalpipe.rankers.bm25 import METHODS, BM25Ranker
-from evalpipe.rankers.exact import FULL_SCORE, ExactSymbolRanker, normalise
+from evalpipe.rankers.exact import (
+    EXACT_CASE_SCORE,
+    FULL_SCORE,
+    WHOLE_QUERY_BONUS,
+    ExactSymbolRanker,
+    normalise,
+)
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 
@@ -177,28 +183,37 @@ def test_normalise_is_case_and_separator_insensitive():
     assert normalise("Session.merge") == normalise("session::merge") == "sessionmerge"
 
 
-@pytest.mark.parametrize("query", ["merge_settings", "mergeSettings", "MergeSettings", "merge settings"])
-def test_exact_full_before_partial(exact, query):
+# Full-match scores of the whole query: 5.0 exact case / 4.0 any case, + 0.25 declaration
+# + 0.1 top-level symbol.
+@pytest.mark.parametrize(
+    ("query", "first_two", "full_scores"),
+    [
+        ("merge_settings", ["a.py::merge_settings", "c.go::mergeSettings"], [5.35, 4.35]),
+        ("mergeSettings", ["c.go::mergeSettings", "a.py::merge_settings"], [5.35, 4.35]),
+        ("MergeSettings", ["a.py::merge_settings", "c.go::mergeSettings"], [4.35, 4.35]),  # corpus order
+        ("merge settings", ["a.py::merge_settings", "c.go::mergeSettings"], [4.35, 4.35]),
+    ],
+)
+def test_exact_full_before_partial(exact, query, first_two, full_scores):
     hits = exact.search(query, 10)
-    # Full: merge_settings and mergeSettings (corpus order). Partial, Jaccard of pieces vs {merge, settings}:
-    # MergeSettingsLoader {merge, settings, loader} 2/3; merge {merge} 1/2 (its qualname
-    # {session, merge} gives only 1/3); settings {settings} 1/2 -> tie, corpus order. parse: 0.
+    # Partial, Jaccard of pieces vs {merge, settings}: MergeSettingsLoader {merge, settings, loader}
+    # 2/3; merge {merge} 1/2 (its qualname {session, merge} gives only 1/3); settings {settings}
+    # 1/2 -> tie, corpus order. parse: 0.
     assert [h.id for h in hits] == [
-        "a.py::merge_settings",
-        "c.go::mergeSettings",
+        *first_two,
         "b.py::MergeSettingsLoader",
         "a.py::Session.merge",
         "b.py::settings",
     ]
-    assert [h.score for h in hits] == pytest.approx([FULL_SCORE, FULL_SCORE, 2 / 3, 0.5, 0.5])
+    assert [h.score for h in hits] == pytest.approx([*full_scores, 2 / 3, 0.5, 0.5])
 
 
 def test_exact_qualname_and_symbol_in_sentence(exact):
     hits = exact.search("Session.merge", 3)
-    # full on qualname; then {merge, settings} vs {session, merge}: 1/3;
-    # {merge, settings, loader}: 1/4
+    # whole query, exact case on qualname (5.0 + 0.25 declaration, not top level); then {merge, settings} vs
+    # {session, merge}: 1/3; {merge, settings, loader}: 1/4
     assert [h.id for h in hits] == ["a.py::Session.merge", "a.py::merge_settings", "c.go::mergeSettings"]
-    assert hits[0].score == FULL_SCORE
+    assert hits[0].score == pytest.approx(EXACT_CASE_SCORE + WHOLE_QUERY_BONUS + 0.25)
     assert hits[1].score == pytest.approx(1 / 3)
     hits = exact.search("where is `merge_settings()` defined?", 3)
     assert [h.id for h in hits] == [
@@ -206,7 +221,8 @@ def test_exact_qualname_and_symbol_in_sentence(exact):
         "c.go::mergeSettings",
         "b.py::MergeSettingsLoader",
     ]
-    assert [h.score for h in hits] == pytest.approx([FULL_SCORE, FULL_SCORE, 2 / 3])
+    # `merge_settings` is an identifier in the query: 3.0 exact case / 2.0 any case
+    assert [h.score for h in hits] == pytest.approx([3.35, 2.35, 2 / 3])
 
 
 def test_exact_no_match_substring_and_constraints(exact):
