@@ -1,9 +1,17 @@
-"""Graph expansion: seed with a base ranker, then walk code relations to related units.
+"""Graph ranking: walk code relations from the symbol a question is about.
 
-Multi-hop questions ("what calls the function that parses the config?") name one
-unit but want its neighbours. We take the base ranker's top seeds, normalise their
-scores to [0, 1], and spread each seed's score along relations (calls, contains,
-imports, inherits and their reverses), multiplied by `decay` per hop.
+Two modes. **Relation intent** (`intent: true`, the shipped config): a question such as
+"what calls top_k", "which functions does RRFRanker._fuse call", "subclasses of
+EvalpipeError" or "which modules import trec" names a relation and a symbol
+(`evalpipe.rankers.relation_intent`). The symbol is looked up by exact name (else by
+the base ranker on the named phrase), and a truncated personalized PageRank from it
+along that one relation scores the units it reaches; those are ranked first (ties by
+the base ranker's score for the whole question), then the seed symbols, then the
+base ranking. Any other question gets the base ranking unchanged, so the ranker can only
+move relational questions.
+
+**Expansion** (`intent: false`): the base ranker's top seeds, scores normalised to
+[0, 1], spread along every configured relation, multiplied by `decay` per hop.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ import numpy as np
 
 from evalpipe.corpus import RELATION_KINDS, Corpus
 from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, top_k
+from evalpipe.rankers.exact import FULL_SCORE, ExactSymbolRanker
+from evalpipe.rankers.relation_intent import RelationIntent, detect_relation
 
 #: Reverse edge name for each forward relation kind stored on units.
 REVERSE = {
@@ -59,6 +69,8 @@ class GraphRanker(CorpusRanker):
         decay: float = 0.5,
         relations: Iterable[str] = DEFAULT_RELATIONS,
         combine: str = "max",
+        intent: bool = False,
+        base_weight: float = 0.3,
         min_score: float | None = None,
     ):
         if not hasattr(base, "search"):
@@ -79,13 +91,15 @@ class GraphRanker(CorpusRanker):
         self.decay = float(decay)
         self.relations = tuple(relations)
         self.combine = combine
+        self.intent = bool(intent)
+        self.base_weight = float(base_weight)
         self.min_score = None if min_score is None else float(min_score)
         self._stats: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return (
             f"GraphRanker(base={self.base!r}, seeds={self.seeds}, hops={self.hops}, decay={self.decay}, "
-            f"relations={list(self.relations)}, combine={self.combine!r})"
+            f"relations={list(self.relations)}, combine={self.combine!r}, intent={self.intent})"
         )
 
     def _build(self, corpus: Corpus) -> None:
@@ -109,6 +123,20 @@ class GraphRanker(CorpusRanker):
                         neighbours[other].append(row)
         # dict.fromkeys: drop duplicate edges but keep a deterministic order
         self._neighbours = [list(dict.fromkeys(n)) for n in neighbours]
+        # intent mode walks one relation kind at a time (forward and reverse edges kept apart)
+        self._by_relation: dict[str, list[list[int]]] = {
+            r: [[] for _ in range(len(corpus))] for r in RELATIONS
+        }
+        for row, unit in enumerate(corpus):
+            for kind in RELATION_KINDS:
+                for target in unit.relations.get(kind, ()):
+                    other = corpus.index_of.get(target)
+                    if other is not None and other != row:
+                        self._by_relation[kind][row].append(other)
+                        self._by_relation[REVERSE[kind]][other].append(row)
+        self._by_relation = {r: [list(dict.fromkeys(n)) for n in adj] for r, adj in self._by_relation.items()}
+        self._symbols = ExactSymbolRanker(partial=False, min_score=FULL_SCORE)
+        self._symbols.prepare(corpus)
         base_stats = getattr(self.base, "stats", None)
         self._stats = {
             "index_units": len(corpus),
@@ -147,6 +175,10 @@ class GraphRanker(CorpusRanker):
             raise RuntimeError("GraphRanker.search called before prepare(corpus)")
         if k <= 0:
             return []
+        if self.intent:
+            found = detect_relation(query)
+            ranked = self._relational(query, found, k, constraints) if found is not None else None
+            return ranked if ranked is not None else list(self.base.search(query, k, constraints))[:k]
         hits = list(self.base.search(query, max(k, self.seeds), constraints))
         seeds = self._seed_scores(hits)
         scores = np.zeros(len(self.corpus), dtype=np.float64)
@@ -167,6 +199,73 @@ class GraphRanker(CorpusRanker):
             min_score=self.min_score,
             drop_nonpositive=True,
         )
+
+    def seed_rows(self, intent: RelationIntent) -> dict[int, float]:
+        """Rows of the symbol the question names, weighted: full exact-name matches (the best
+        grade only), else the base ranker's top `seeds` for the named phrase (1/rank)."""
+        hits = self._symbols.search(intent.target, self.seeds)
+        if hits:
+            best = hits[0].score
+            rows = {self.corpus.index_of[h.id]: 1.0 for h in hits if h.score == best}
+        else:
+            found = [h for h in self.base.search(intent.target, self.seeds) if h.id in self.corpus.index_of]
+            rows = {self.corpus.index_of[h.id]: 1.0 / (rank + 1) for rank, h in enumerate(found)}
+        if intent.relation in ("imports", "imported_by"):  # import edges join files: lift to the module
+            lifted: dict[int, float] = {}
+            for row, w in rows.items():
+                module = self.corpus.index_of.get(self.corpus.units[row].path, row)
+                lifted[module] = max(lifted.get(module, 0.0), w)
+            rows = lifted
+        return rows
+
+    def walk(self, seeds: Mapping[int, float], relation: str) -> np.ndarray:
+        """Truncated personalized PageRank from `seeds` along one relation.
+
+        Each hop passes a node's mass to its neighbours in equal shares (so a hub seed does
+        not drown the others), damped by `decay` per hop; `hops` hops are summed. The seeds'
+        own mass is not counted: they are what the question names, not its answer.
+        """
+        adj = self._by_relation[relation]
+        mass = np.zeros(len(self.corpus), dtype=np.float64)
+        for row, w in seeds.items():
+            mass[row] = w
+        total = np.zeros_like(mass)
+        for hop in range(1, self.hops + 1):
+            nxt = np.zeros_like(mass)
+            for row in np.flatnonzero(mass):
+                if adj[row]:
+                    nxt[adj[row]] += mass[row] / len(adj[row])
+            mass = nxt
+            total += self.decay ** (hop - 1) * mass
+        return total
+
+    def _relational(
+        self, query: str, intent: RelationIntent, k: int, constraints: Mapping[str, Any] | None
+    ) -> list[Hit] | None:
+        """Reached units, then the seeds, then the base ranking; None when the walk reaches nothing."""
+        seeds = self.seed_rows(intent)
+        reach = self.walk(seeds, intent.relation) if seeds else np.zeros(len(self.corpus))
+        for row in seeds:
+            reach[row] = 0.0
+        mask = self.corpus.allowed_mask(constraints)
+        if mask is not None:
+            reach[~mask] = 0.0
+        if not reach.any():
+            return None
+        base = list(self.base.search(query, max(k, 100), constraints))
+        base_norm = np.zeros(len(self.corpus), dtype=np.float64)
+        for rank, h in enumerate(base):
+            row = self.corpus.index_of.get(h.id)
+            if row is not None:
+                base_norm[row] = max(base_norm[row], 1.0 / (rank + 1))
+        scores = np.where(reach > 0, 2.0 + reach / reach.max() + self.base_weight * base_norm, 0.0)
+        for row in seeds:
+            if mask is None or mask[row]:
+                scores[row] = 1.5
+        listed = scores > 0
+        rest = (~listed) & (base_norm > 0)
+        scores[rest] = base_norm[rest]
+        return top_k(self.corpus, scores, k, mask, min_score=self.min_score, drop_nonpositive=True)
 
     def stats(self) -> dict[str, Any]:
         return dict(self._stats)

@@ -1,0 +1,192 @@
+"""Field-weighted BM25 (BM25F) for code: one scorer that wins both exact-name and concept queries.
+
+Plain BM25 over one concatenated text cannot weigh a name against a body: with bodies
+and docstrings indexed it finds concepts but lets a long body that repeats a word beat
+the symbol of that name; with names only it finds names but no concepts. BM25F
+(Robertson, Zaragoza & Taylor 2004) keeps per-field term frequencies, normalises each
+by its own field length, adds them with per-field weights and only then saturates:
+
+    tf~(t, d) = sum_f  w_f * tf_f(t, d) / (1 - b_f + b_f * len_f(d) / avglen_f)
+    score(q, d) = sum_{t in q}  idf(t) * tf~ / (k1 + tf~)
+    idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))          (Lucene's, never negative)
+
+`df` counts units having the term in any field. Fields of a unit:
+
+| field | what |
+|---|---|
+| `name` | the symbol's own name (metadata `name`, else the title) |
+| `qualified` | qualname, qualified name (`pkg.Name`, `evalpipe.rankers.base.top_k`) and the ID |
+| `signature` | metadata `signature` |
+| `docstring` | metadata `docstring` |
+| `body` | the unit text (code excerpt, section text) |
+| `path` | the file path |
+
+The defaults (`conf/ranker/bm25f.yaml`) were chosen by an Optuna sweep on evalpipe's
+own gold fixture (docs/rankers.md says how); they are no claim about other corpora.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from scipy import sparse
+
+from evalpipe.corpus import Corpus, Unit
+from evalpipe.corpus.qualify import unit_qualified_name
+from evalpipe.rankers.base import CorpusRanker
+from evalpipe.tokenize import CodeTokenizer
+
+BM25F_FIELDS = ("name", "qualified", "signature", "docstring", "body", "path")
+#: Tuned on fixtures/gold.yaml (v1) by `+sweep=bm25f_optuna` (60 TPE trials, seed 0, objective
+#: MRR; best trial rounded). Names and qualified names weigh most, docstrings least (a body
+#: already repeats its docstring), and short name fields are barely length-normalised.
+DEFAULT_WEIGHTS = {
+    "name": 2.4,
+    "qualified": 4.1,
+    "signature": 2.6,
+    "docstring": 0.2,
+    "body": 0.83,
+    "path": 0.73,
+}
+DEFAULT_B = {
+    "name": 0.13,
+    "qualified": 0.75,
+    "signature": 0.75,
+    "docstring": 0.75,
+    "body": 0.71,
+    "path": 0.75,
+}
+DEFAULT_K1 = 1.5
+
+
+def unit_bm25f_fields(unit: Unit) -> dict[str, str]:
+    """The text of each BM25F field of a unit (missing metadata gives an empty field)."""
+    meta = unit.metadata
+    qualified = [str(meta.get("qualname") or ""), unit_qualified_name(unit), unit.id]
+    return {
+        "name": str(meta.get("name") or unit.title or ""),
+        "qualified": "\n".join(dict.fromkeys(q for q in qualified if q)),
+        "signature": str(meta.get("signature") or ""),
+        "docstring": str(meta.get("docstring") or ""),
+        "body": unit.text,
+        "path": unit.path,
+    }
+
+
+def _per_field(value: Mapping[str, Any] | None, default: float, what: str) -> dict[str, float]:
+    value = dict(value or {})
+    unknown = sorted(set(map(str, value)) - set(BM25F_FIELDS))
+    if unknown:
+        raise ValueError(f"BM25FRanker: unknown field(s) {unknown} in {what}; use {', '.join(BM25F_FIELDS)}")
+    out = {}
+    for field in BM25F_FIELDS:
+        v = value.get(field, default)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"BM25FRanker: {what}.{field} must be a number, got {v!r}")
+        out[field] = float(v)
+    return out
+
+
+class BM25FRanker(CorpusRanker):
+    """BM25F over name / qualified name / signature / docstring / body / path fields.
+
+    `weights` and `b` are per field. `weights: null` means DEFAULT_WEIGHTS; a given mapping
+    replaces them (missing fields weigh 0 and are not indexed at all). `b` entries override
+    DEFAULT_B field by field.
+    """
+
+    name = "bm25f"
+    drop_nonpositive = True
+
+    def __init__(
+        self,
+        weights: Mapping[str, float] | None = None,
+        b: Mapping[str, float] | None = None,
+        k1: float = DEFAULT_K1,
+        stemmer: str | None = "english",
+        stopwords: str | Iterable[str] | None = "en",
+        min_score: float | None = None,
+    ):
+        self.weights = _per_field(DEFAULT_WEIGHTS if weights is None else weights, 0.0, "weights")
+        self.b = _per_field({**DEFAULT_B, **dict(b or {})}, 0.75, "b")
+        if any(w < 0 for w in self.weights.values()) or not any(self.weights.values()):
+            raise ValueError(f"BM25FRanker: weights must be >= 0 and not all 0, got {self.weights}")
+        if any(not 0.0 <= v <= 1.0 for v in self.b.values()):
+            raise ValueError(f"BM25FRanker: every b must be in [0, 1], got {self.b}")
+        if k1 < 0:
+            raise ValueError(f"BM25FRanker: k1 must be >= 0, got {k1}")
+        self.k1 = float(k1)
+        self.min_score = None if min_score is None else float(min_score)
+        stop = stopwords if stopwords is None or isinstance(stopwords, str) else [str(w) for w in stopwords]
+        self.tokenizer = CodeTokenizer(stemmer=stemmer, stopwords=stop, code_aware=True)
+        self._stats: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        active = {f: w for f, w in self.weights.items() if w}
+        return f"BM25FRanker(weights={active}, k1={self.k1})"
+
+    def _build(self, corpus: Corpus) -> None:
+        start = time.perf_counter()
+        fields = [f for f in BM25F_FIELDS if self.weights[f] > 0]
+        vocab: dict[str, int] = {}
+        per_field: dict[str, tuple[list[int], list[int], list[float], np.ndarray]] = {
+            f: ([], [], [], np.zeros(len(corpus))) for f in fields
+        }
+        for row, unit in enumerate(corpus):
+            texts = unit_bm25f_fields(unit)
+            for f in fields:
+                terms = self.tokenizer(texts[f])
+                rows, cols, vals, lengths = per_field[f]
+                lengths[row] = len(terms)
+                counts: dict[int, int] = {}
+                for t in terms:
+                    tid = vocab.setdefault(t, len(vocab))
+                    counts[tid] = counts.get(tid, 0) + 1
+                rows.extend([row] * len(counts))
+                cols.extend(counts)
+                vals.extend(counts.values())
+        n, v = len(corpus), max(len(vocab), 1)
+        weighted = sparse.csr_matrix((n, v), dtype=np.float64)
+        for f in fields:
+            rows, cols, vals, lengths = per_field[f]
+            avg = lengths.mean() if n and lengths.mean() > 0 else 1.0
+            norm = 1.0 - self.b[f] + self.b[f] * lengths / avg
+            tf = sparse.csr_matrix((vals, (rows, cols)), shape=(n, v), dtype=np.float64)
+            weighted = weighted + sparse.diags(self.weights[f] / norm) @ tf
+        self._tf = weighted.tocsc()
+        df = np.diff(self._tf.indptr)
+        self._idf = np.log1p((n - df + 0.5) / (df + 0.5))
+        self._vocab = vocab
+        self._stats = {
+            "index_units": n,
+            "vocab_size": len(vocab),
+            "fields": ",".join(fields),
+            "build_seconds": time.perf_counter() - start,
+        }
+
+    def term_ids(self, query: str) -> list[int]:
+        """Vocabulary ids of the query's terms; repeats count once, unknown terms are dropped."""
+        return [self._vocab[t] for t in dict.fromkeys(self.tokenizer(query)) if t in self._vocab]
+
+    def _scores(self, query: str) -> np.ndarray:
+        if not hasattr(self, "corpus"):
+            raise RuntimeError("BM25FRanker.search called before prepare(corpus)")
+        scores = np.zeros(len(self.corpus), dtype=np.float64)
+        tf = self._tf
+        for tid in self.term_ids(query):
+            lo, hi = tf.indptr[tid], tf.indptr[tid + 1]
+            values = tf.data[lo:hi]
+            scores[tf.indices[lo:hi]] += self._idf[tid] * values / (self.k1 + values)
+        return scores
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self._stats)
+
+
+def idf(n_units: int, df: int) -> float:
+    """Lucene's BM25 idf, as used above (exposed for hand-checked tests)."""
+    return math.log1p((n_units - df + 0.5) / (df + 0.5))
