@@ -22,12 +22,13 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from evalpipe.paths import PROJECT_ROOT
+from evalpipe.rankers.hybrid import clear_hits_cache
 from evalpipe.reporting.report import ReportRow, markdown_report, markdown_table
 from evalpipe.runner import prepare_ranker, run_cases
 from evalpipe.scoring import score_results
 from evalpipe.tokens import get_token_counter
 
-RANKERS = ["bm25", "exact", "graph", "semantic", "rrf"]
+RANKERS = ["bm25", "bm25f", "exact", "grep", "winnow", "graph", "semantic", "rrf", "hybrid", "code_search"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg = compose(config_name="config", overrides=[*args.overrides, f"ranker={name}"])
             if fixture is None:
                 fixture = instantiate(cfg.fixture)
+            clear_hits_cache()  # each ranker's latency is its own, not a memo of an earlier ranker's hits
             prepared = prepare_ranker(instantiate(cfg.ranker), fixture.corpus)
             scores, eval_seconds = None, 0.0
             if not prepared.skipped:

@@ -1,0 +1,65 @@
+"""Hybrid fusion: min-max linear fusion and the exact-name router, checked by hand (issue 12)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalpipe.corpus import Corpus, Unit
+from evalpipe.rankers.base import Hit
+from evalpipe.rankers.hybrid import HybridRanker, minmax_fuse
+
+
+class Fixed:
+    def __init__(self, hits: list[tuple[str, float]]):
+        self.hits = [Hit(i, s) for i, s in hits]
+
+    def search(self, query, k, constraints=None):
+        return self.hits[:k]
+
+
+CORPUS = Corpus([Unit(id=i, kind="function" if i != "r" else "class") for i in ("p", "q", "r")])
+
+
+def test_minmax_fuse_by_hand():
+    runs = {
+        "a": [Hit("x", 3.0), Hit("y", 2.0), Hit("z", 1.0)],  # normalised: x 1, y 0.5, z 0
+        "b": [Hit("y", 0.9), Hit("w", 0.5), Hit("x", 0.1)],  # normalised: y 1, w 0.5, x 0
+    }
+    fused = minmax_fuse(runs, {"a": 1.0, "b": 2.0})
+    assert fused == {"x": (1.0, 1), "y": (2.5, 1), "z": (0.0, 3), "w": (1.0, 2)}
+    # equal (or missing) scores keep the run's order: 1/rank
+    assert minmax_fuse({"a": [Hit("x", None), Hit("y", None)]}) == {"x": (1.0, 1), "y": (0.5, 2)}
+
+
+def hybrid(**kw) -> HybridRanker:
+    components = {
+        "exact": Fixed([("p", 4.35), ("q", 2.0)]),
+        "lex": Fixed([("q", 10.0), ("r", 9.0), ("p", 1.0)]),
+    }
+    ranker = HybridRanker(components, weights={"exact": 0.5, "lex": 1.0}, **kw)
+    ranker.prepare(CORPUS)
+    return ranker
+
+
+def test_router_puts_whole_query_name_matches_first():
+    # fused: exact p 0.5 x 1, q 0; lex q 1, r 8/9, p 0 -> q 1.0, r 0.889, p 0.5
+    assert [(h.id, round(h.score, 4)) for h in hybrid(router=None).search("x", 10)] == [
+        ("q", 1.0),
+        ("r", 0.8889),
+        ("p", 0.5),
+    ]
+    # p's exact score 4.35 >= router_min_score 4.0: first, scored top fused (1.0) + 4.35
+    assert [(h.id, round(h.score, 4)) for h in hybrid().search("x", 10)] == [
+        ("p", 5.35),
+        ("q", 1.0),
+        ("r", 0.8889),
+    ]
+    assert [h.id for h in hybrid(router_min_score=5.0).search("x", 10)] == ["q", "r", "p"]
+
+
+def test_constraints_and_bad_parameters():
+    assert [h.id for h in hybrid().search("x", 10, {"kind": "class"})] == ["r"]
+    with pytest.raises(ValueError, match="router 'nope' is not a component"):
+        hybrid(router="nope")
+    with pytest.raises(ValueError, match="unknown method 'sum'"):
+        hybrid(method="sum")
