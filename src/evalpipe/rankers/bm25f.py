@@ -41,7 +41,7 @@ from evalpipe.rankers.base import CorpusRanker
 from evalpipe.tokenize import CodeTokenizer
 
 BM25F_FIELDS = ("name", "qualified", "signature", "docstring", "body", "path")
-#: Tuned on fixtures/gold.yaml (v1) by `+sweep=bm25f_optuna` (60 TPE trials, seed 0, objective
+#: Tuned on gold v1 (fixtures/gold_v1.yaml) by `+sweep=bm25f_optuna fixture=gold_v1` (60 TPE trials, seed 0, objective
 #: MRR; best trial rounded). Names and qualified names weigh most, docstrings least (a body
 #: already repeats its docstring), and short name fields are barely length-normalised.
 DEFAULT_WEIGHTS = {
