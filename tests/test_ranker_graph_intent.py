@@ -77,6 +77,21 @@ def test_subclasses_and_callees(graph):
     ]
 
 
+def test_described_symbol_is_seeded_by_the_base(graph):
+    # "the function that ..." names no symbol: seeds are the base's hits for the description,
+    # other 1.0 and top_k 0.5 (1/rank). Hop 1: other has no callers; top_k passes 0.25 to each of
+    # search and other. Hop 2 (x 0.5): search passes its 0.25 to outer -> 0.125. Seeds are not
+    # answers: search 0.25, outer 0.125 -> normalised 1, 0.5 -> 3.0, 2.5; then both seeds (1.5,
+    # corpus order).
+    hits = graph.search("what calls the function that picks the best rows", 10)
+    assert [(h.id, round(h.score, 6)) for h in hits] == [
+        ("m.py::search", 3.0),
+        ("m.py::outer", 2.5),
+        ("m.py::top_k", 1.5),
+        ("m.py::other", 1.5),
+    ]
+
+
 def test_other_questions_keep_the_base_ranking(graph):
     assert [h.id for h in graph.search("merge two settings", 10)] == ["m.py::other", "m.py::top_k"]
     # relational, but nothing calls outer: the base list, unchanged
@@ -104,6 +119,18 @@ def test_constraints_apply_to_reached_units(graph):
         ("which modules import the trec module", RelationIntent("imported_by", "trec")),
         ("methods of the Corpus class", RelationIntent("contains", "Corpus")),
         ("combine two configuration layers", None),
+        (
+            "what calls the function that merges ranked lists",
+            RelationIntent("called_by", "merges ranked lists", described=True),
+        ),
+        (
+            "which methods belong to the class that turns titles into anchors",
+            RelationIntent("contains", "turns titles into anchors", described=True),
+        ),
+        (
+            "which modules import the one that defines the tokenizer",
+            RelationIntent("imported_by", "defines the tokenizer", described=True),
+        ),
         # a long "target" is a sentence, not a symbol
         (
             "automatically record the arguments every subclass constructor was called with so they "

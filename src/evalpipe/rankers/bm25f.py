@@ -41,9 +41,10 @@ from evalpipe.rankers.base import CorpusRanker
 from evalpipe.tokenize import CodeTokenizer
 
 BM25F_FIELDS = ("name", "qualified", "signature", "docstring", "body", "path")
-#: Tuned on gold v1 (fixtures/gold_v1.yaml) by `+sweep=bm25f_optuna fixture=gold_v1` (60 TPE trials, seed 0, objective
-#: MRR; best trial rounded). Names and qualified names weigh most, docstrings least (a body
-#: already repeats its docstring), and short name fields are barely length-normalised.
+#: Tuned on gold v1 (fixtures/gold_v1.yaml) by `+sweep=bm25f_optuna fixture=gold_v1` (60 TPE
+#: trials, seed 0, objective MRR; best trial rounded). Names and qualified names weigh most,
+#: docstrings least (a body already repeats its docstring), and short name fields are barely
+#: length-normalised.
 DEFAULT_WEIGHTS = {
     "name": 2.4,
     "qualified": 4.1,

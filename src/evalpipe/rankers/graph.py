@@ -202,8 +202,9 @@ class GraphRanker(CorpusRanker):
 
     def seed_rows(self, intent: RelationIntent) -> dict[int, float]:
         """Rows of the symbol the question names, weighted: full exact-name matches (the best
-        grade only), else the base ranker's top `seeds` for the named phrase (1/rank)."""
-        hits = self._symbols.search(intent.target, self.seeds)
+        grade only), else (or when the symbol is described, not named) the base ranker's top
+        `seeds` for the phrase, weighted 1/rank."""
+        hits = [] if intent.described else self._symbols.search(intent.target, self.seeds)
         if hits:
             best = hits[0].score
             rows = {self.corpus.index_of[h.id]: 1.0 for h in hits if h.score == best}

@@ -34,11 +34,14 @@ PATTERNS: tuple[tuple[str, str], ...] = (
     ("imported_by", r"\b(?:modules?|files?|who|what|which)\b.*?\bimports?\s+(?P<target>.+)$"),
     # subclasses / implementations
     ("inherited_by", r"\b(?:subclass(?:es)?|implementations?|implementers?)\s+of\s+(?P<target>.+)$"),
-    ("inherited_by", r"\b(?:subclass|subclasses|extends?|inherits?\s+from|implements?)\s+(?P<target>.+)$"),
+    (
+        "inherited_by",
+        r"\b(?:subclass|subclasses|extends?|(?:inherits?|derives?)\s+from|implements?)\s+(?P<target>.+)$",
+    ),
     # bases
     ("inherits", r"\b(?:base\s+class(?:es)?|parents?|superclass(?:es)?)\s+of\s+(?P<target>.+)$"),
     # members
-    ("contains", r"\b(?:methods|members|fields)\s+of\s+(?P<target>.+)$"),
+    ("contains", r"\b(?:methods|members|fields)\s+(?:of|in|belong(?:ing)?\s+to)\s+(?P<target>.+)$"),
     # callers: "what calls X", "who calls X", "callers of X", "where is X used", "functions that call X"
     ("called_by", r"\bcallers?\s+of\s+(?P<target>.+)$"),
     (
@@ -57,18 +60,27 @@ PATTERNS: tuple[tuple[str, str], ...] = (
 )
 _COMPILED = tuple((rel, re.compile(p)) for rel, p in PATTERNS)
 #: A longer "target" is a sentence, not a symbol name ("every subclass constructor was called
-#: with so they can ..."): such a question is not treated as relational.
+#: with so they can ..."): such a question is not treated as relational, unless the target
+#: describes the symbol in a relative clause ("the function that builds the gain arrays").
 MAX_TARGET_WORDS = 5
+_DESCRIBED = re.compile(
+    r"^(?:the|a|an)\s+[\w-]+(?:\s+[\w-]+){0,2}\s+(?:that|which|whose)\s+(?P<what>.+)$", re.IGNORECASE
+)
 _LEAD = re.compile(r"^(?:the|a|an|class|function|method|module)\s+|['`]s?$|\?$")
 _TAIL = re.compile(r"\s+(?:class|classes|function|method|module|dataclass(?:es)?)$|[?.!]+$")
 
 
 @dataclass(frozen=True)
 class RelationIntent:
-    """`relation` (a graph edge kind) to follow from the symbol named by `target`."""
+    """`relation` (a graph edge kind) to follow from the symbol named by `target`.
+
+    `described` is true when the target is a description ("builds the gain arrays", from
+    "the function that builds ...") rather than a name: its seeds come from the base ranker.
+    """
 
     relation: str
     target: str
+    described: bool = False
 
 
 def clean_target(text: str) -> str:
@@ -89,7 +101,11 @@ def detect_relation(query: str) -> RelationIntent | None:
         m = pattern.search(lowered)
         if m:
             start, end = m.span("target")
-            target = clean_target(query[start:end])
+            raw = query[start:end].strip().rstrip("?.!")
+            described = _DESCRIBED.match(raw)
+            if described:
+                return RelationIntent(relation, described.group("what").strip(), described=True)
+            target = clean_target(raw)
             if target and len(target.split()) <= MAX_TARGET_WORDS:
                 return RelationIntent(relation, target)
             return None
