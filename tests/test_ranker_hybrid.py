@@ -63,3 +63,35 @@ def test_constraints_and_bad_parameters():
         hybrid(router="nope")
     with pytest.raises(ValueError, match="unknown method 'sum'"):
         hybrid(method="sum")
+
+
+def test_component_hits_are_memoised_across_fusion_settings(monkeypatch):
+    """A sweep over weights builds new rankers with the same components: no component search reruns."""
+    from evalpipe.rankers import hybrid as hybrid_module
+    from evalpipe.rankers.bm25f import BM25FRanker
+
+    hybrid_module.clear_hits_cache()
+    corpus = Corpus(
+        [Unit(id="a", kind="function", text="parse file"), Unit(id="b", kind="function", text="load")]
+    )
+    calls: list[str] = []
+    real = BM25FRanker.search
+
+    def counting(self, query, k, constraints=None):
+        calls.append(query)
+        return real(self, query, k, constraints)
+
+    monkeypatch.setattr(BM25FRanker, "search", counting)
+    first = HybridRanker({"lex": BM25FRanker(weights={"body": 1.0})}, router=None)
+    first.prepare(corpus)
+    second = HybridRanker({"lex": BM25FRanker(weights={"body": 1.0})}, router=None, method="rrf", k=1)
+    second.prepare(corpus)
+    assert [h.id for h in first.search("parse", 5)] == ["a"]
+    assert [h.id for h in second.search("parse", 5)] == ["a"]
+    assert calls == ["parse"]
+    # other component arguments are another entry
+    third = HybridRanker({"lex": BM25FRanker(weights={"body": 2.0})}, router=None)
+    third.prepare(corpus)
+    third.search("parse", 5)
+    assert calls == ["parse", "parse"]
+    hybrid_module.clear_hits_cache()
