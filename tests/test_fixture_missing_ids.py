@@ -39,19 +39,17 @@ def test_every_missing_id_is_listed_with_nearest_ids_and_unit_kinds(tmp_path: Pa
     path.write_text(CASES, encoding="utf-8")
     with pytest.raises(FixtureError) as info:
         load_fixture(path)
-    lines = str(info.value).splitlines()
-    assert lines[0].startswith(f"{path}: expected ID(s) not in corpus ")
-    assert lines[0].endswith(": 3 in 2 case(s)")
+    message = str(info.value)
+    assert "\n" not in message  # one line, like every input error
+    head, _, rest = message.partition(": 3 in 2 case(s): ")
+    assert head.startswith(f"{path}: expected ID(s) not in corpus ")
+    parts = rest.split("; ")
     # case lines: var-case at line 7, typo at line 10 (1-based, the `- id:` line)
-    assert lines[1].startswith(f"  {path}:7: case 'var-case': cmd/root.go::initCmd (nearest: ")
-    assert "cmd/root.go::Execute" in lines[1]
+    assert parts[0].startswith("line 7, case 'var-case': cmd/root.go::initCmd (nearest: ")
+    assert "cmd/root.go::Execute" in parts[0]
     # the closest ID comes first
-    assert lines[2].startswith(
-        f"  {path}:10: case 'typo': cmd/root.go::Root.Runn (nearest: cmd/root.go::Root.Run"
-    )
-    assert (
-        lines[3] == f"  {path}:10: case 'typo': pkg/a.py::merge_setting (nearest: pkg/a.py::merge_settings)"
-    )
-    assert lines[4] == "  go unit kinds the corpus builder produced: function, method, module"
-    assert lines[5] == "  python unit kinds the corpus builder produced: function"
-    assert "python -m evalpipe.corpus" in lines[6]
+    assert parts[1].startswith("line 10, case 'typo': cmd/root.go::Root.Runn (nearest: cmd/root.go::Root.Run")
+    assert parts[2] == "line 10, case 'typo': pkg/a.py::merge_setting (nearest: pkg/a.py::merge_settings)"
+    assert parts[3] == "go unit kinds the corpus builder produced: function, method, module"
+    assert parts[4] == "python unit kinds the corpus builder produced: function"
+    assert "python -m evalpipe.corpus" in parts[5]

@@ -39,7 +39,7 @@ def nearest_ids(uid: str, corpus: Corpus, by_file: dict[str, list[str]]) -> list
 
 
 def missing_ids_message(cases: Sequence[_Case], corpus: Corpus, where: str) -> str | None:
-    """One message naming every case with expected IDs missing from `corpus`, or None."""
+    """One line naming every case with expected IDs missing from `corpus` ("; "-separated), or None."""
     affected = [(c, [d for d in c.qrels if d not in corpus]) for c in cases]
     affected = [(c, m) for c, m in affected if m]
     if not affected:
@@ -50,23 +50,23 @@ def missing_ids_message(cases: Sequence[_Case], corpus: Corpus, where: str) -> s
         by_file[_file_of(unit.id)].append(unit.id)
         kinds[unit.language].add(unit.kind)
     n_ids = sum(len(m) for _, m in affected)
-    lines = [
-        f"{where}: expected ID(s) not in corpus {corpus.source or corpus.name}: "
-        f"{n_ids} in {len(affected)} case(s)"
-    ]
+    source = corpus.source or corpus.name
+    head = f"{where}: expected ID(s) not in corpus {source}: {n_ids} in {len(affected)} case(s)"
+    lines: list[str] = []
     languages: set[str] = set()
     for case, missing in affected:
-        loc = f"{where}:{case.line}" if case.line else where
+        loc = f"line {case.line}, " if case.line else ""
         for uid in missing:
             near = nearest_ids(uid, corpus, by_file)
             hint = f"nearest: {', '.join(near)}" if near else "no similar ID"
-            lines.append(f"  {loc}: case {case.id!r}: {uid} ({hint})")
+            lines.append(f"{loc}case {case.id!r}: {uid} ({hint})")
             languages.add(language_of(_file_of(uid)) or "")
     for lang in sorted(languages - {""}):
         have = ", ".join(sorted(kinds.get(lang, ()))) or "none"
-        lines.append(f"  {lang} unit kinds the corpus builder produced: {have}")
+        lines.append(f"{lang} unit kinds the corpus builder produced: {have}")
     lines.append(
-        "  Fix the spelling (IDs are path::Qualname), or rebuild the corpus with "
-        "`python -m evalpipe.corpus` if the fixture names units it lacks."
+        "fix the spelling (IDs are path::Qualname), or rebuild the corpus with "
+        "`python -m evalpipe.corpus` if the fixture names units it lacks"
     )
-    return "\n".join(lines)
+    # one line, as every input error (entries separated by "; ")
+    return f"{head}: " + "; ".join(lines)
