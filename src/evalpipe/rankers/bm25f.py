@@ -33,7 +33,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
-from scipy import sparse
 
 from evalpipe.corpus import Corpus, Unit
 from evalpipe.corpus.qualify import unit_qualified_name
@@ -134,32 +133,41 @@ class BM25FRanker(CorpusRanker):
         start = time.perf_counter()
         fields = [f for f in BM25F_FIELDS if self.weights[f] > 0]
         vocab: dict[str, int] = {}
-        per_field: dict[str, tuple[list[int], list[int], list[float], np.ndarray]] = {
-            f: ([], [], [], np.zeros(len(corpus))) for f in fields
-        }
+        n = len(corpus)
+        # pass 1: term counts and length of every field of every unit
+        counts: dict[str, list[dict[int, int]]] = {f: [] for f in fields}
+        lengths = {f: np.zeros(n, dtype=np.float64) for f in fields}
         for row, unit in enumerate(corpus):
             texts = unit_bm25f_fields(unit)
             for f in fields:
                 terms = self.tokenizer(texts[f])
-                rows, cols, vals, lengths = per_field[f]
-                lengths[row] = len(terms)
-                counts: dict[int, int] = {}
+                lengths[f][row] = len(terms)
+                tf: dict[int, int] = {}
                 for t in terms:
                     tid = vocab.setdefault(t, len(vocab))
-                    counts[tid] = counts.get(tid, 0) + 1
-                rows.extend([row] * len(counts))
-                cols.extend(counts)
-                vals.extend(counts.values())
-        n, v = len(corpus), max(len(vocab), 1)
-        weighted = sparse.csr_matrix((n, v), dtype=np.float64)
+                    tf[tid] = tf.get(tid, 0) + 1
+                counts[f].append(tf)
+        # pass 2: weighted, length-normalised tf~ per (unit, term), stored as postings per term
+        scale = {}
         for f in fields:
-            rows, cols, vals, lengths = per_field[f]
-            avg = lengths.mean() if n and lengths.mean() > 0 else 1.0
-            norm = 1.0 - self.b[f] + self.b[f] * lengths / avg
-            tf = sparse.csr_matrix((vals, (rows, cols)), shape=(n, v), dtype=np.float64)
-            weighted = weighted + sparse.diags(self.weights[f] / norm) @ tf
-        self._tf = weighted.tocsc()
-        df = np.diff(self._tf.indptr)
+            avg = float(lengths[f].mean()) if n else 0.0
+            norm = 1.0 - self.b[f] + self.b[f] * lengths[f] / (avg if avg > 0 else 1.0)
+            scale[f] = self.weights[f] / norm
+        post_rows: list[list[int]] = [[] for _ in range(len(vocab))]
+        post_vals: list[list[float]] = [[] for _ in range(len(vocab))]
+        for row in range(n):
+            weighted: dict[int, float] = {}
+            for f in fields:
+                factor = scale[f][row]
+                for tid, c in counts[f][row].items():
+                    weighted[tid] = weighted.get(tid, 0.0) + factor * c
+            for tid, value in weighted.items():
+                post_rows[tid].append(row)
+                post_vals[tid].append(value)
+        df = np.array([len(r) for r in post_rows], dtype=np.float64)
+        self._indptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int64)
+        self._indices = np.array([r for rows in post_rows for r in rows], dtype=np.int64)
+        self._values = np.array([v for vals in post_vals for v in vals], dtype=np.float64)
         self._idf = np.log1p((n - df + 0.5) / (df + 0.5))
         self._vocab = vocab
         self._stats = {
@@ -177,11 +185,10 @@ class BM25FRanker(CorpusRanker):
         if not hasattr(self, "corpus"):
             raise RuntimeError("BM25FRanker.search called before prepare(corpus)")
         scores = np.zeros(len(self.corpus), dtype=np.float64)
-        tf = self._tf
         for tid in self.term_ids(query):
-            lo, hi = tf.indptr[tid], tf.indptr[tid + 1]
-            values = tf.data[lo:hi]
-            scores[tf.indices[lo:hi]] += self._idf[tid] * values / (self.k1 + values)
+            lo, hi = self._indptr[tid], self._indptr[tid + 1]
+            values = self._values[lo:hi]
+            scores[self._indices[lo:hi]] += self._idf[tid] * values / (self.k1 + values)
         return scores
 
     def stats(self) -> dict[str, Any]:
