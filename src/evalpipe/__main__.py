@@ -44,9 +44,11 @@ def main() -> None:
         from evalpipe.reporting.sync import main as sync_main
 
         sys.exit(sync_main(sys.argv[2:]))
+    from evalpipe import hydra_errors
+
     signals.install()
     try:
-        hydra_main()
+        hydra_errors.run(hydra_main, CONF_DIR, sys.argv[1:])
     except (KeyboardInterrupt, signals.Interrupted) as exc:
         print(f"evalpipe: interrupted by {signals.name_of(exc)}", file=sys.stderr)
         sys.exit(signals.exit_code(exc))

@@ -23,6 +23,7 @@ from evalpipe import __version__, signals
 from evalpipe.errors import EvalpipeError
 from evalpipe.fixture import Fixture
 from evalpipe.judge.run import build_judge, run_judge
+from evalpipe.outcome import RunNotMeasured, error_note, unknown_ids, verdict
 from evalpipe.reporting.headline import NOTE_TAG, run_description
 from evalpipe.reporting.local import PARTIAL_MARK
 from evalpipe.reporting.names import lookup, named
@@ -45,6 +46,8 @@ NON_MEASURING_KEYS = (
     "objective",
     "traces",
     "secret_keys",
+    "allow_skipped",
+    "timeout_s",
 )
 
 
@@ -72,23 +75,13 @@ def hydra_context() -> tuple[str, list[str], Path | None]:
         hc = HydraConfig.get()
     except Exception:
         return "ranker", [], None
+    # As typed: an override holding ${...} must not be resolved here (it may not resolve at all).
+    overrides = [str(o) for o in OmegaConf.to_container(hc.overrides.task, resolve=False)]  # type: ignore[union-attr]
     choice = hc.runtime.choices.get("ranker")
     if not choice:  # plug-in given as ranker._target_ without a config group option
-        target = next((o.split("=", 1)[1] for o in hc.overrides.task if "ranker._target_=" in o), "plugin")
+        target = next((o.split("=", 1)[1] for o in overrides if "ranker._target_=" in o), "plugin")
         choice = target.rsplit(".", 1)[-1]
-    return choice, list(hc.overrides.task), Path(hc.runtime.output_dir)
-
-
-def missing_values(node: Any, prefix: str = "") -> list[str]:
-    """Dotted keys still set to `???` (a value the user must give)."""
-    out: list[str] = []
-    if isinstance(node, DictConfig):
-        for key in node:
-            if OmegaConf.is_missing(node, key):
-                out.append(f"{prefix}{key}")
-            else:
-                out += missing_values(node._get_node(key), f"{prefix}{key}.")
-    return out
+    return choice, overrides, Path(hc.runtime.output_dir)
 
 
 def experiment_name(cfg: DictConfig) -> str:
@@ -167,9 +160,11 @@ def measure(
 
     Cases are appended to `results` as they finish (what an interrupted run still has)."""
     from rich.markup import escape
-    from rich.progress import track
+
+    from evalpipe.progress import case_progress
 
     ks = list(cfg.ks)
+    timeout_s = cfg.get("timeout_s")
     figures = {"index_build_seconds": prepared.build_seconds, "corpus_units": float(len(fixture.corpus))}
     results = [] if results is None else results
     scores = None
@@ -178,14 +173,15 @@ def measure(
         if cfg.get("progress", True):
 
             def progress(cases):
-                return track(
-                    cases, description=escape(f"{run_name} on {fixture.name}"), console=err, transient=True
-                )
+                return case_progress(cases, escape(f"{run_name} on {fixture.name}"), err, timeout_s)
 
         start = time.perf_counter()
-        run_cases(prepared.ranker, fixture, max(ks), count_tokens, progress, into=results)
+        run_cases(
+            prepared.ranker, fixture, max(ks), count_tokens, progress, into=results, timeout_s=timeout_s
+        )
         figures["eval_seconds"] = time.perf_counter() - start
         scores = score(cfg, fixture, results)
+        figures["unknown_ids"] = float(unknown_ids(results, fixture.corpus).count)
     figures["peak_memory_mb"] = peak_memory_mb()
     for key, value in run_stats(prepared).items():
         if isinstance(value, bool | int | float):
@@ -276,48 +272,33 @@ def log_plots(tracker, run_id: str, scores: RunScores, results: list[CaseResult]
 
 def evaluate(cfg: DictConfig) -> float:
     """Run one evaluation and return `cfg.objective` (so sweepers can optimise it)."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-    from mlflow.exceptions import MlflowException
     from rich.console import Console
+
+    from evalpipe import preflight
 
     signals.install()
     console = Console(width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True)
-    missing = missing_values(cfg)
-    if missing:
-        fail(f"missing value for {', '.join(missing)}: give it on the command line, e.g. {missing[0]}=...")
-    try:
-        resolved = OmegaConf.to_container(cfg, resolve=True)
-    except Exception as exc:  # an interpolation that cannot resolve (e.g. ${oc.env:...} unset)
-        fail(f"cannot resolve the config: {exc}")
-    assert isinstance(resolved, dict)
     register_config(cfg)  # from here on, secret values are masked in everything written
-    ks = list(cfg.ks)
-    if not ks or not all(type(k) is int and k > 0 for k in ks):
-        fail(f"ks must be a non-empty list of positive integers, got {ks!r} (e.g. ks=[1,5,20])")
-
-    try:
-        fixture = instantiate(cfg.fixture)
-        ranker = instantiate(cfg.ranker)
+    ranker_choice, overrides, out_dir = hydra_context()
+    try:  # everything that can be checked before a case runs (and before MLflow is opened)
+        checked = preflight.check(cfg, overrides)
         judge = build_judge(cfg.get("judge"))
     except EvalpipeError as exc:
         fail(str(exc))
-    except InstantiationException as exc:
-        cause = exc.__cause__ or exc
-        fail(f"cannot build {'fixture' if 'fixture' in str(exc) else 'ranker'}: {cause}")
-    except (ValueError, TypeError, ImportError) as exc:
-        fail(str(exc))
+    resolved, ks, fixture, ranker = checked.resolved, checked.ks, checked.fixture, checked.ranker
+    for warning in checked.warnings:  # one plain line each (rich would wrap them)
+        print(f"evalpipe: warning: {mask_text(warning)}", file=sys.stderr)
+    run_name = mask_text(checked.run_name or default_run_name(ranker_choice, overrides))
+    from mlflow.exceptions import MlflowException
 
-    ranker_choice, overrides, out_dir = hydra_context()
-    run_name = mask_text(str(cfg.get("run_name") or default_run_name(ranker_choice, overrides)))
     counter = get_token_counter(cfg.get("token_encoding", "cl100k_base"))
 
     from evalpipe.reporting import tracking
     from evalpipe.reporting.record import Recording
 
     experiment = experiment_name(cfg)
-    objective = str(cfg.get("objective", "recall_at_5"))
+    objective = checked.objective
     offline = bool(cfg.tracking.get("offline", False))
     tracker = experiment_id = None
     if not offline:
@@ -357,6 +338,8 @@ def evaluate(cfg: DictConfig) -> float:
     }
     tags = mask_mapping(tags)
     notes = [] if not counter.note else [f"tokens estimated as chars/4: {counter.note}"]
+    notes += checked.warnings
+    failure: RunNotMeasured | None = None
     rec = Recording(out_dir or Path(tempfile.mkdtemp(prefix="evalpipe-run-")), experiment, run_name)
     rec.tracker, rec.experiment_id = tracker, experiment_id
     try:
@@ -370,10 +353,14 @@ def evaluate(cfg: DictConfig) -> float:
     interrupted: BaseException | None = None
     try:
         prepared = prepare_ranker(ranker, fixture.corpus)
-        if prepared.skipped:
+        if prepared.skipped and checked.allow_skipped:
             err.print(f"[yellow]ranker {ranker_choice} skipped:[/] {mask_text(prepared.skipped)}")
         results, scores, figures = measure(cfg, prepared, fixture, counter.count, run_name, err, results)
-        if judge is not None and scores is not None:  # judged figures beside the strict ones
+        if figures.get("unknown_ids"):
+            notes.append(unknown_ids(results, fixture.corpus).note())
+        failure = verdict(prepared.skipped, results, checked.allow_skipped, ranker_choice)
+        notes += [n for n in [error_note(results)] if n and failure is None]
+        if judge is not None and scores is not None and failure is None:  # judged beside strict
             judged = run_judge(judge, results, scores, fixture.corpus, counter.count, fixture.tiers)
             scores = judged.scores  # the same strict scores, misses carrying judged_hit
     except (EvalpipeError, FileNotFoundError) as exc:  # found while building the index: bad input
@@ -386,10 +373,10 @@ def evaluate(cfg: DictConfig) -> float:
         interrupted = exc
 
     with signals.deferred():  # a second Ctrl-C must not cost what the first one saves
-        status = "FINISHED"
+        status = "FINISHED" if failure is None else "FAILED"  # skipped (exit 3) or failed (exit 1)
         extra: dict[str, Any] = {"cases_total": len(fixture.cases), "cases_completed": len(results)}
         if interrupted is not None:
-            status = "KILLED"
+            status, failure = "KILLED", None
             judged = None  # judging may have been cut short: the strict figures only
             scores = score(cfg, fixture, results) if results else None
             figures = {"corpus_units": float(len(fixture.corpus)), "peak_memory_mb": peak_memory_mb()}
@@ -472,4 +459,10 @@ def evaluate(cfg: DictConfig) -> float:
             file=sys.stderr,
         )
         raise SystemExit(signals.exit_code(interrupted))
+    if failure is not None:  # a sweep goes on (its summary shows the point); a single run stops here
+        for i, line in enumerate(failure.lines):
+            print(f"evalpipe: {'' if i else 'error: '}{mask_text(line)}", file=sys.stderr)
+        if not job.sweep_id:
+            raise SystemExit(failure.code)
+        return float("nan")
     return float(lookup(metrics, objective) or 0.0)

@@ -7,14 +7,14 @@ metric and report works on it unchanged. Files are streamed once.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 from pathlib import Path
 
 from evalpipe.corpus import Corpus, CorpusError, file_sha256, load_jsonl_corpus
 from evalpipe.errors import FixtureError
-from evalpipe.fixture import Case, Fixture
+from evalpipe.fixture import Case, Fixture, check_tier
+from evalpipe.input_files import require_file, text_lines
 from evalpipe.paths import resolve_path
 from evalpipe.trec import TrecFormatError, read_trec_qrels
 
@@ -30,36 +30,54 @@ def _first_existing(folder: Path, *names: str) -> Path | None:
 
 def read_queries(path: Path, wanted: set[str] | None = None) -> dict[str, str]:
     """qid -> text from BEIR queries JSONL (`_id`, `text`) or a TSV `qid<TAB>text` file."""
-    opener = gzip.open if path.suffix == ".gz" else open
     out: dict[str, str] = {}
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            if path.name.endswith((".jsonl", ".jsonl.gz", ".json")):
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise FixtureError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-                qid, text = str(rec.get("_id", rec.get("id", ""))), str(rec.get("text", rec.get("query", "")))
-            else:
-                qid, _, text = line.rstrip("\n").partition("\t")
-            if wanted is None or qid in wanted:
-                out[qid] = text
+    jsonl = path.name.endswith((".jsonl", ".jsonl.gz", ".json"))
+    for lineno, line in text_lines(require_file(path, "queries file")):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        if jsonl:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise FixtureError(f"{where}: invalid JSON ({exc.msg})") from None
+            qid, text = _query_record(rec, where)
+        else:
+            qid, tab, text = line.partition("\t")
+            if not tab:
+                raise FixtureError(f"{where}: expected 'query-id<TAB>text', got {line[:80]!r}")
+        if wanted is None or qid in wanted:
+            out[qid] = text
     return out
+
+
+def _query_record(rec: object, where: str) -> tuple[str, str]:
+    """(qid, text) of a BEIR queries line `{"_id": ..., "text": ...}`."""
+    if not isinstance(rec, dict):
+        raise FixtureError(f"{where}: each line must be a JSON object with '_id' and 'text'")
+    qid = rec.get("_id", rec.get("id"))
+    text = rec.get("text", rec.get("query"))
+    if isinstance(qid, bool) or not isinstance(qid, str | int) or not str(qid).strip():
+        raise FixtureError(f"{where}: query '_id' must be a non-empty string, got {qid!r}")
+    if text is not None and not isinstance(text, str):
+        raise FixtureError(f"{where}: query {qid!r}: 'text' must be a string, got {type(text).__name__}")
+    return str(qid), text or ""
 
 
 def read_tiers(path: str | Path | None) -> dict[str, str]:
     """Optional `qid<TAB>tier` file, so BEIR queries can be sliced like gold tiers."""
     if not path:
         return {}
-    p = resolve_path(path)
-    if not p.is_file():
-        raise FixtureError(f"tier file not found: {p} (fixture.tiers=...)")
-    rows = (
-        line.rstrip("\n").split("\t") for line in p.read_text(encoding="utf-8").splitlines() if line.strip()
-    )
-    return {r[0]: r[1] for r in rows if len(r) >= 2}
+    p = require_file(resolve_path(path), "tier file", "fixture.tiers=...")
+    out: dict[str, str] = {}
+    for lineno, line in text_lines(p):
+        if not line.strip():
+            continue
+        qid, tab, tier = line.partition("\t")
+        if not tab or not tier.strip():
+            raise FixtureError(f"{p}:{lineno}: expected 'query-id<TAB>tier', got {line[:80]!r}")
+        out[qid] = check_tier(tier.strip(), f"{p}:{lineno}")
+    return out
 
 
 def build_cases(
@@ -91,10 +109,18 @@ def combined_sha256(qrels: Path, queries: Path, corpus: Corpus) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
+def _check_paths(**values: object) -> None:
+    """fixture.<key> paths and names must be text (a list given on the command line is refused here)."""
+    for key, value in values.items():
+        if value is not None and not isinstance(value, str | Path):
+            raise FixtureError(f"fixture.{key} must be text, got {value!r}")
+
+
 def load_beir(
     path: str | Path, split: str = "test", tiers: str | None = None, name: str | None = None
 ) -> Fixture:
     """Load a BEIR folder; only queries judged in `qrels/<split>.tsv` become cases."""
+    _check_paths(path=path, tiers=tiers, split=split, name=name)
     folder = resolve_path(path)
     if not folder.is_dir():
         raise FixtureError(f"BEIR folder not found: {folder} (set fixture.path=/path/to/dataset)")
@@ -139,6 +165,7 @@ def load_trec(
     tiers: str | None = None,
 ) -> Fixture:
     """A fixture from TREC qrels (`qid 0 docid rel`), a queries file and a JSONL corpus."""
+    _check_paths(qrels=qrels, queries=queries, corpus=corpus, tiers=tiers, name=name)
     qpath, cpath, rpath = resolve_path(queries), resolve_path(corpus), resolve_path(qrels)
     for label, p in (("qrels", rpath), ("queries", qpath), ("corpus", cpath)):
         if not p.is_file():

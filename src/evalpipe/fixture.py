@@ -6,6 +6,8 @@ and an expected ID missing from the corpus silently caps recall below 100%.
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,10 +16,12 @@ from typing import Any
 
 import yaml
 
-from evalpipe.corpus import Corpus, CorpusError, file_sha256, load_jsonl_corpus
-from evalpipe.errors import FixtureError
+from evalpipe.corpus import Corpus, file_sha256, load_jsonl_corpus
+from evalpipe.errors import EvalpipeError, FixtureError
+from evalpipe.input_files import require_file
 from evalpipe.missing_ids import missing_ids_message
 from evalpipe.paths import resolve_path
+from evalpipe.strict_yaml import load_file
 
 STOCK_TIERS = ("exact", "concept", "multi_hop")
 CASE_FIELDS = {
@@ -35,6 +39,8 @@ CASE_FIELDS = {
 }
 FIXTURE_FIELDS = {"name", "version", "description", "corpus", "cases"}
 ANSWERABILITY = ("answerable", "unanswerable")
+#: A tier becomes part of metric names (`tier/<tier>/recall_at_5`), so it must be a valid MLflow name.
+TIER_PATTERN = re.compile(r"\w[\w.\-]*")
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,18 @@ def _case_lines(text: str) -> list[int]:
     return []
 
 
+def _type_name(value: Any) -> str:
+    name = "null" if value is None else type(value).__name__
+    return {"ListConfig": "list", "DictConfig": "dict"}.get(name, name)
+
+
+def _id(raw: Any, where: str, what: str) -> str:
+    """An ID as written: a string, or an integer (numeric IDs of BEIR/TREC collections)."""
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        raise FixtureError(f"{where}: {what} must be a string ID, got {_type_name(raw)} {raw!r}")
+    return str(raw)
+
+
 def _qrels(raw: Any, where: str) -> dict[str, int]:
     if raw is None:
         return {}
@@ -105,25 +123,63 @@ def _qrels(raw: Any, where: str) -> dict[str, int]:
         for k, v in raw.items():
             if not isinstance(v, int) or isinstance(v, bool):
                 raise FixtureError(f"{where}: grade of expected {k!r} must be an integer, got {v!r}")
-            out[str(k)] = v
+            out[_id(k, where, "each expected ID")] = v
         return out
-    if isinstance(raw, Sequence):
-        return {str(x): 1 for x in raw}
-    raise FixtureError(f"{where}: 'expected' must be a list of IDs or a mapping {{id: grade}}")
+    if isinstance(raw, list):
+        return {_id(x, where, "each expected ID"): 1 for x in raw}
+    raise FixtureError(
+        f"{where}: 'expected' must be a list of IDs or a mapping {{id: grade}}, got {_type_name(raw)} {raw!r}"
+    )
 
 
-def _str_tuple(raw: Any) -> tuple[str, ...]:
+def _str_tuple(raw: Any, where: str, name: str) -> tuple[str, ...]:
     if raw is None:
         return ()
     if isinstance(raw, str):
         return (raw,)
-    return tuple(str(x) for x in raw)
+    if not isinstance(raw, list):
+        raise FixtureError(f"{where}: {name} must be a list of IDs, got {_type_name(raw)} {raw!r}")
+    return tuple(_id(x, where, f"each of {name}") for x in raw)
+
+
+def check_tier(raw: Any, where: str) -> str:
+    """A tier name; extra tiers are allowed, but one that looks like a misspelt stock tier is not."""
+    if raw is None:
+        return "exact"
+    if not isinstance(raw, str) or not TIER_PATTERN.fullmatch(raw):
+        raise FixtureError(
+            f"{where}: tier must be a word (letters, digits, _ . -) such as {', '.join(STOCK_TIERS)}, "
+            f"got {raw!r}"
+        )
+    if raw not in STOCK_TIERS:
+        close = difflib.get_close_matches(raw.lower(), STOCK_TIERS, n=1, cutoff=0.8)
+        if close:
+            raise FixtureError(
+                f"{where}: unknown tier {raw!r}: did you mean {close[0]!r}? (stock tiers: "
+                f"{', '.join(STOCK_TIERS)}; other names make extra tiers)"
+            )
+    return raw
+
+
+def _constraints(raw: Any, where: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise FixtureError(f"{where}: winnow_constraints must be a mapping like {{language: go}}")
+    for key, value in raw.items():
+        values = value if isinstance(value, list) else [value]
+        if not isinstance(key, str) or any(isinstance(v, Mapping | list) or v is None for v in values):
+            raise FixtureError(
+                f"{where}: winnow_constraints {key!r}: give a value or a list of values, got {value!r}"
+            )
+    return dict(raw)
 
 
 def parse_cases(raw_cases: Any, where: str, lines: Sequence[int] = ()) -> list[Case]:
     """Turn raw case mappings into Cases, raising FixtureError on the first bad one."""
     if not isinstance(raw_cases, list) or not raw_cases:
-        raise FixtureError(f"{where}: 'cases' must be a non-empty list")
+        got = "an empty list" if raw_cases == [] else f"{_type_name(raw_cases)} {raw_cases!r}"[:80]
+        raise FixtureError(f"{where}: 'cases' must be a non-empty list of cases, got {got}")
     cases: list[Case] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_cases):
@@ -131,24 +187,31 @@ def parse_cases(raw_cases: Any, where: str, lines: Sequence[int] = ()) -> list[C
         loc = f"{where}:{line}" if line else f"{where} (case #{i + 1})"
         if not isinstance(raw, Mapping):
             raise FixtureError(f"{loc}: each case must be a mapping with id, tier, query, expected")
-        cid = str(raw.get("id") or "").strip()
-        if not cid:
+        if raw.get("id") is None or str(raw.get("id")).strip() == "":
             raise FixtureError(f"{loc}: case has no 'id'")
+        cid = _id(raw.get("id"), loc, "the case 'id'").strip()
         at = f"{loc}: case {cid!r}"
-        unknown = sorted(set(raw) - CASE_FIELDS)
+        unknown = sorted(set(raw) - CASE_FIELDS, key=str)
         if unknown:
             raise FixtureError(f"{at}: unknown field(s) {unknown}; allowed: {sorted(CASE_FIELDS)}")
         if cid in seen:
             raise FixtureError(f"{at}: duplicate case id (first defined at line {seen[cid]})")
         seen[cid] = line
         query = raw.get("query")
+        if query is not None and not isinstance(query, str):
+            raise FixtureError(
+                f'{at}: query must be text, got {_type_name(query)} {query!r} (quote it: query: "...")'
+            )
         if not isinstance(query, str) or not query.strip():
             raise FixtureError(f"{at}: empty query")
-        answerability = str(raw.get("answerability") or "answerable")
+        answerability = raw.get("answerability") or "answerable"
         if answerability not in ANSWERABILITY:
-            raise FixtureError(f"{at}: answerability must be one of {list(ANSWERABILITY)}")
+            raise FixtureError(
+                f"{at}: answerability must be one of {list(ANSWERABILITY)}, got {answerability!r}"
+            )
+        tier = check_tier(raw.get("tier"), at)
         qrels = _qrels(raw.get("expected"), at)
-        expected_documents = _str_tuple(raw.get("expected_documents"))
+        expected_documents = _str_tuple(raw.get("expected_documents"), at, "expected_documents")
         if (
             answerability == "answerable"
             and not any(g > 0 for g in qrels.values())
@@ -161,18 +224,16 @@ def parse_cases(raw_cases: Any, where: str, lines: Sequence[int] = ()) -> list[C
         citation = raw.get("citation_required", False)
         if not isinstance(citation, bool):
             raise FixtureError(f"{at}: citation_required must be true or false, got {citation!r}")
-        constraints = raw.get("winnow_constraints") or {}
-        if not isinstance(constraints, Mapping):
-            raise FixtureError(f"{at}: winnow_constraints must be a mapping like {{language: go}}")
+        constraints = _constraints(raw.get("winnow_constraints"), at)
         cases.append(
             Case(
                 id=cid,
-                tier=str(raw.get("tier") or "exact"),
+                tier=tier,
                 query=query.strip(),
                 qrels=qrels,
-                winnow_constraints=dict(constraints),
+                winnow_constraints=constraints,
                 expected_documents=expected_documents,
-                expected_sections=_str_tuple(raw.get("expected_sections")),
+                expected_sections=_str_tuple(raw.get("expected_sections"), at, "expected_sections"),
                 citation_required=citation,
                 answerability=answerability,
                 line=line,
@@ -212,32 +273,47 @@ def load_fixture(path: str | Path, corpus: str | Path | None = None, name: str |
 
     `name` (config) overrides the fixture's own name; it names the MLflow experiment.
     """
+    if not isinstance(path, str | Path):
+        raise FixtureError(f"fixture.path must be the path of a YAML file, got {_type_name(path)} {path!r}")
+    if name is not None and not isinstance(name, str):
+        raise FixtureError(f"fixture.name must be text, got {_type_name(name)} {name!r}")
     fpath = resolve_path(path)
-    if not fpath.is_file():
-        raise FixtureError(f"fixture file not found: {fpath} (set fixture.path=... to an existing YAML file)")
-    text = fpath.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise FixtureError(f"{fpath}{line}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+        require_file(fpath, "fixture file", "set fixture.path=... to an existing YAML file")
+        data, text = load_file(fpath)
+    except FixtureError:
+        raise
+    except EvalpipeError as exc:
+        raise FixtureError(str(exc)) from None
+    if data is None:
+        raise FixtureError(f"{fpath}: the fixture file is empty (a mapping with name, corpus and cases)")
     if not isinstance(data, Mapping):
-        raise FixtureError(f"{fpath}: a fixture is a mapping with name, corpus and cases")
-    unknown = sorted(set(data) - FIXTURE_FIELDS)
+        raise FixtureError(
+            f"{fpath}: a fixture is a mapping with name, corpus and cases, got a {_type_name(data)} "
+            "(remove the leading '- ' or wrap the cases under 'cases:')"
+        )
+    unknown = sorted(set(data) - FIXTURE_FIELDS, key=str)
     if unknown:
         raise FixtureError(
             f"{fpath}: unknown top-level field(s) {unknown}; allowed: {sorted(FIXTURE_FIELDS)}"
         )
+    for key in ("name", "version", "description"):
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, str | int | float)):
+            raise FixtureError(f"{fpath}: '{key}' must be a single value, got {_type_name(value)} {value!r}")
     corpus_ref = corpus or data.get("corpus")
     if not corpus_ref:
         raise FixtureError(f"{fpath}: no 'corpus' given (a JSONL file of units, relative to the fixture)")
+    if not isinstance(corpus_ref, str | Path):
+        raise FixtureError(
+            f"{fpath}: 'corpus' must be the path of a JSONL file, got {_type_name(corpus_ref)} {corpus_ref!r}"
+        )
     cases = parse_cases(data.get("cases"), str(fpath), _case_lines(text))
     cpath = resolve_path(corpus_ref, base=fpath.parent)
     try:
         units = load_jsonl_corpus(cpath)
-    except CorpusError as exc:
-        raise FixtureError(f"{fpath}: corpus {corpus_ref!r}: {exc}") from None
+    except EvalpipeError as exc:  # the corpus error names its own file and line first
+        raise FixtureError(f"{exc} (the corpus of fixture {fpath})") from None
     check_against_corpus(cases, units, str(fpath))
     return Fixture(
         name=str(name or data.get("name") or fpath.stem),

@@ -6,6 +6,8 @@ those into metrics is `scoring`'s job, so a logged run can be re-scored later.
 
 from __future__ import annotations
 
+import math
+import numbers
 import resource
 import sys
 import time
@@ -17,6 +19,7 @@ from evalpipe.corpus import Corpus
 from evalpipe.fixture import Case, Fixture
 from evalpipe.rankers.base import Hit, RankerUnavailable
 from evalpipe.results import CaseResult
+from evalpipe.timeouts import SearchTimeout, call_with_timeout
 
 
 @dataclass(frozen=True)
@@ -62,37 +65,90 @@ class FunctionRanker:
         return self.fn(query, k, constraints)
 
 
+EXPECTED_SHAPE = "a list of hits: unit ID strings, (id, score) pairs, {'id', 'score'} dicts or Hit objects"
+
+
+class BadResult(TypeError):
+    """A plug-in returned something that is not a ranked list; the message says what and what is expected."""
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _hit(uid: Any, score: Any, item: Any) -> Hit:
+    if not isinstance(uid, str) or not uid:
+        raise BadResult(
+            f"ranker returned a hit whose id is {_shown(uid)} in {_shown(item)}; ids must be strings"
+        )
+    if score is None:
+        return Hit(uid)
+    if isinstance(score, bool | str) or not isinstance(score, int | float | numbers.Real):
+        raise BadResult(f"ranker returned score {_shown(score)} for {uid!r}; scores must be numbers or None")
+    value = float(score)
+    if math.isnan(value):
+        raise BadResult(f"ranker returned score nan for {uid!r}; scores must be numbers or None")
+    return Hit(uid, value)
+
+
 def as_hits(raw: Iterable[Any]) -> list[Hit]:
-    """Accept what plug-ins naturally return: Hits, IDs, (id, score) pairs or {'id', 'score'} dicts."""
+    """Accept what plug-ins naturally return: Hits, IDs, (id, score) pairs or {'id', 'score'} dicts.
+
+    Anything else is a BadResult naming what came back: a bare string would otherwise be split
+    into one-letter "IDs", a single dict into its keys, and a forgotten `return` into no hits.
+    """
+    if raw is None:
+        raise BadResult(f"ranker returned None (a missing return?); expected {EXPECTED_SHAPE}")
+    if isinstance(raw, str | bytes | Mapping | Hit) or not isinstance(raw, Iterable):
+        raise BadResult(
+            f"ranker returned a single {type(raw).__name__} {_shown(raw)}; expected {EXPECTED_SHAPE}"
+        )
     hits = []
-    for item in raw or ():
-        if isinstance(item, Hit):
-            hits.append(item)
+    for item in raw:
+        if isinstance(item, Hit):  # the built-in rankers' own hits pass through as they are
+            ok = isinstance(item.id, str) and item.id and (item.score is None or type(item.score) is float)
+            hits.append(item if ok and item.score == item.score else _hit(item.id, item.score, item))
         elif isinstance(item, str):
-            hits.append(Hit(item))
+            hits.append(_hit(item, None, item))
         elif isinstance(item, Mapping):
-            score = item.get("score")
-            hits.append(Hit(str(item["id"]), None if score is None else float(score)))
-        elif isinstance(item, Sequence) and len(item) == 2:
-            hits.append(Hit(str(item[0]), None if item[1] is None else float(item[1])))
+            if "id" not in item:
+                raise BadResult(
+                    f"ranker returned a dict without 'id': {_shown(dict(item))}; expected {EXPECTED_SHAPE}"
+                )
+            hits.append(_hit(item["id"], item.get("score"), item))
+        elif isinstance(item, Sequence) and not isinstance(item, bytes) and len(item) == 2:
+            hits.append(_hit(item[0], item[1], item))
         else:
-            raise TypeError(f"ranker returned {type(item).__name__}; expected Hit, id, (id, score) or dict")
+            raise BadResult(
+                f"ranker returned an item {_shown(item)} ({type(item).__name__}); expected {EXPECTED_SHAPE}"
+            )
     return hits
 
 
 def run_case(
-    ranker: Any, case: Case, k: int, corpus: Corpus | None, count_tokens: Callable[[str], int]
+    ranker: Any,
+    case: Case,
+    k: int,
+    corpus: Corpus | None,
+    count_tokens: Callable[[str], int],
+    timeout_s: float | None = None,
 ) -> CaseResult:
     """Run one case; an exception is a retrieval error for this case, never an empty result."""
     constraints = case.winnow_constraints or None
     error = None
+
+    def search() -> list[Hit]:
+        if hasattr(ranker, "search_case"):
+            return as_hits(ranker.search_case(case.id, case.query, k, constraints))
+        return as_hits(ranker.search(case.query, k, constraints))
+
     start = time.perf_counter_ns()
     try:
-        if hasattr(ranker, "search_case"):
-            raw = ranker.search_case(case.id, case.query, k, constraints)
-        else:
-            raw = ranker.search(case.query, k, constraints)
-        hits = as_hits(raw)
+        hits = call_with_timeout(search, timeout_s)
+    except SearchTimeout as exc:  # the search is abandoned in its thread (see evalpipe.timeouts)
+        hits = []
+        error = str(exc)
     except Exception as exc:  # a per-query failure must not stop the run
         hits = []
         error = f"{type(exc).__name__}: {exc}"
@@ -131,6 +187,7 @@ def run_cases(
     count_tokens: Callable[[str], int],
     progress: Callable[[Iterable[Case]], Iterable[Case]] | None = None,
     into: list[CaseResult] | None = None,
+    timeout_s: float | None = None,
 ) -> list[CaseResult]:
     """Run every case in fixture order, retrieving `k` (the largest K of the K list) each time.
 
@@ -139,5 +196,5 @@ def run_cases(
     cases: Iterable[Case] = fixture.cases if progress is None else progress(fixture.cases)
     results = [] if into is None else into
     for case in cases:
-        results.append(run_case(ranker, case, k, fixture.corpus, count_tokens))
+        results.append(run_case(ranker, case, k, fixture.corpus, count_tokens, timeout_s))
     return results

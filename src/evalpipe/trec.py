@@ -15,6 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from evalpipe.errors import EvalpipeError
+from evalpipe.input_files import require_file, text_lines
 from evalpipe.rankers.base import Hit
 
 Run = dict[str, list[tuple[str, float | None]]]
@@ -23,7 +25,7 @@ Qrels = dict[str, dict[str, int]]
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
 
 
-class TrecFormatError(ValueError):
+class TrecFormatError(EvalpipeError, ValueError):
     """A run or qrels file that cannot be parsed; the message names file:line and the expected layout."""
 
 
@@ -34,13 +36,11 @@ def _open(path: Path, mode: str = "rt") -> IO[str]:
 
 
 def _lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"file not found: {path}")
-    with _open(path) as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if line.strip():
-                yield lineno, line.rstrip("\r\n")
+    """Non-blank lines with their numbers; a missing file is a FileNotFoundError, bad bytes name the line."""
+    path = require_file(Path(path), "file")
+    for lineno, line in text_lines(path):
+        if line.strip():
+            yield lineno, line
 
 
 def _trec_order(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
@@ -170,12 +170,18 @@ def _hit_of(record: Mapping[str, Any], where: str) -> tuple[str, float | None]:
     uid = record.get("id", record.get("docid"))
     if uid is None:
         raise TrecFormatError(f"{where}: hit has no 'id' (or 'docid'): {dict(record)!r}")
+    if isinstance(uid, bool) or not isinstance(uid, str | int) or not str(uid).strip():
+        raise TrecFormatError(f"{where}: hit id must be a non-empty string, got {uid!r}")
     score = record.get("score")
     if score is not None:
         try:
+            if isinstance(score, bool):
+                raise TypeError
             score = float(score)
         except (TypeError, ValueError):
             raise TrecFormatError(f"{where}: score {score!r} is not a number") from None
+        if not math.isfinite(score):
+            raise TrecFormatError(f"{where}: score {score!r} is not finite")
     return str(uid), score
 
 
@@ -198,6 +204,8 @@ def read_jsonl_run(path: str | Path) -> Run:
             raise TrecFormatError(f"{where}: invalid JSON ({exc.msg})") from None
         if not isinstance(record, dict) or "qid" not in record:
             raise TrecFormatError(f"{where}: expected an object with a 'qid' field")
+        if isinstance(record["qid"], bool) or not isinstance(record["qid"], str | int):
+            raise TrecFormatError(f"{where}: 'qid' must be a string, got {record['qid']!r}")
         qid = str(record["qid"])
         if "hits" in record:
             if not isinstance(record["hits"], list):
@@ -209,7 +217,9 @@ def read_jsonl_run(path: str | Path) -> Run:
         elif "docid" in record or "id" in record:
             uid, score = _hit_of(record, where)
             rank = record.get("rank")
-            flat.setdefault(qid, []).append((lineno, uid, score, int(rank) if rank is not None else None))
+            if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)):
+                raise TrecFormatError(f"{where}: 'rank' must be an integer, got {rank!r}")
+            flat.setdefault(qid, []).append((lineno, uid, score, rank))
         else:
             raise TrecFormatError(f"{where}: expected 'hits' (one line per query) or 'docid' (one per hit)")
     for qid, rows in flat.items():

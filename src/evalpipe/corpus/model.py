@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import io
 import json
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,11 +100,6 @@ class _HashingReader(io.RawIOBase):
         return n or 0
 
 
-def _open_text(raw: _HashingReader, gz: bool) -> io.TextIOWrapper:
-    stream = gzip.GzipFile(fileobj=io.BufferedReader(raw)) if gz else io.BufferedReader(raw)
-    return io.TextIOWrapper(stream, encoding="utf-8")  # type: ignore[arg-type]
-
-
 class Corpus:
     """An ordered, immutable collection of units with an ID index.
 
@@ -179,29 +175,84 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _check_record(record: Any, path: Path, lineno: int) -> dict[str, Any]:
+    """A JSONL record as a unit's fields, or a CorpusError saying what is wrong with it (file:line)."""
+    if type(record) is not dict:
+        got = "null" if record is None else type(record).__name__
+        raise CorpusError(f"{path}:{lineno}: each line must be a JSON object with an 'id', got {got}")
+    if "id" not in record and "_id" in record:
+        record["id"] = record.pop("_id")
+    uid = record.get("id", _ABSENT)
+    if uid is _ABSENT:
+        raise CorpusError(f"{path}:{lineno}: record has no 'id'")
+    if isinstance(uid, bool) or not isinstance(uid, str | int) or not str(uid).strip():
+        raise CorpusError(f"{path}:{lineno}: 'id' must be a non-empty string, got {uid!r}")
+    for key in ("kind", "title", "text", "path", "language"):
+        value = record.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, str | int | float)):
+            got = type(value).__name__
+            raise CorpusError(f"{path}:{lineno}: unit {uid!r}: '{key}' must be a string, got {got}")
+    rels = record.get("relations")
+    if rels is not None:
+        ok = isinstance(rels, dict) and all(
+            isinstance(v, list) and all(isinstance(x, str | int) and not isinstance(x, bool) for x in v)
+            for v in rels.values()
+        )
+        if not ok:
+            raise CorpusError(
+                f"{path}:{lineno}: unit {uid!r}: 'relations' must map a kind to a list of unit IDs, "
+                f'e.g. {{"calls": ["pkg/a.py::f"]}}, got {rels!r}'[:300]
+            )
+    return record
+
+
+_ABSENT = object()
+
+
 def load_jsonl_corpus(path: str | Path, name: str = "") -> Corpus:
     """Load a JSONL (optionally gzipped) corpus; errors name the file and line."""
+    from evalpipe.input_files import BOM, InputFileError, read_text, require_file
+
     path = Path(path)
-    if not path.is_file():
-        raise CorpusError(f"corpus file not found: {path}")
     units = []
-    with path.open("rb") as binary:
-        raw = _HashingReader(binary)
-        fh = _open_text(raw, path.suffix == ".gz")
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
+    first_line: dict[str, int] = {}
+    try:
+        require_file(path, "corpus file")
+        with path.open("rb") as binary:
+            raw = _HashingReader(binary)
+            buffered = io.BufferedReader(raw)
+            stream = gzip.GzipFile(fileobj=buffered) if path.suffix == ".gz" else buffered
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-            if "id" not in record and "_id" in record:
-                record["id"] = record.pop("_id")
-            if "id" not in record:
-                raise CorpusError(f"{path}:{lineno}: record has no 'id'")
-            units.append(Unit.from_record(record))
-        while raw.read(1 << 20):  # hash any bytes the decoder did not need (e.g. a gzip trailer)
-            pass
+                for lineno, line in enumerate(io.TextIOWrapper(stream, encoding="utf-8"), start=1):
+                    if lineno == 1 and line.startswith(BOM):
+                        line = line[1:]
+                    if not line.strip():
+                        continue
+                    try:
+                        record = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise CorpusError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+                    unit = Unit.from_record(_check_record(record, path, lineno))
+                    if unit.id in first_line:
+                        first = first_line[unit.id]
+                        raise CorpusError(
+                            f"{path}:{lineno}: duplicate unit id {unit.id!r} (first at line {first})"
+                        )
+                    first_line[unit.id] = lineno
+                    units.append(unit)
+            except UnicodeDecodeError:  # rare: read again, strictly, to name the line and column
+                read_text(path)
+                raise CorpusError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
+            except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+                raise InputFileError(f"{path}: not a valid gzip file ({exc})") from None
+            while raw.read(1 << 20):  # hash any bytes the decoder did not need (e.g. a gzip trailer)
+                pass
+    except CorpusError:
+        raise
+    except EvalpipeError as exc:  # unreadable, not UTF-8, not gzip, a directory...
+        raise CorpusError(str(exc)) from None
+    if not units:
+        raise CorpusError(f"{path}: the corpus is empty (no units; one JSON object per line)")
     return Corpus(units, name=name or path.stem, source=str(path), sha256=raw.sha.hexdigest())
 
 

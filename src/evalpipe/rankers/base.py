@@ -76,6 +76,55 @@ def _check_kinds(ranker: str, signature: Any, args: Mapping[str, Any]) -> None:
         numeric = isinstance(default, int | float) and not isinstance(default, bool)
         if numeric and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise ValueError(f"{ranker}: {name} must be a number, got {value!r}")
+        wanted = annotation_kinds(signature.parameters[name].annotation)
+        if wanted and not any(_is_kind(value, kind) for kind in wanted):
+            described = " or ".join(dict.fromkeys(_KIND_WORDS[k] for k in wanted))
+            raise ValueError(f"{ranker}: {name} must be {described}, got {value!r}")
+
+
+#: Annotation names the kind check understands, and how a message describes them.
+_KIND_WORDS = {
+    "bool": "true or false",
+    "int": "a number",
+    "float": "a number",
+    "str": "text",
+    "None": "null",
+    "Mapping": "a mapping like {name: value}",
+    "dict": "a mapping like {name: value}",
+    "Iterable": "a list",
+    "Sequence": "a list",
+    "list": "a list",
+    "tuple": "a list",
+}
+
+
+def annotation_kinds(annotation: Any) -> list[str]:
+    """The kinds an annotation like `float | None` or `Mapping[str, float] | None` allows;
+    [] when any part is something else (a class, Literal, Any): then nothing is checked."""
+    import re
+
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    while "[" in text:
+        shorter = re.sub(r"\[[^\[\]]*\]", "", text)
+        if shorter == text:
+            return []
+        text = shorter
+    parts = [p.strip().rsplit(".", 1)[-1] for p in text.split("|")]
+    return parts if parts and all(p in _KIND_WORDS for p in parts) else []
+
+
+def _is_kind(value: Any, kind: str) -> bool:
+    if kind == "None":
+        return value is None
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind in ("int", "float"):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "str":
+        return isinstance(value, str)
+    if kind in ("Mapping", "dict"):
+        return isinstance(value, Mapping)
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)  # ListConfig too
 
 
 class CorpusRanker:

@@ -13,24 +13,29 @@ dropped and nothing replaces them, so a constrained case may get fewer than k hi
 
 from __future__ import annotations
 
-import gzip
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from evalpipe.corpus import Corpus
+from evalpipe.errors import EvalpipeError
+from evalpipe.input_files import require_file, text_lines
 from evalpipe.rankers.base import Hit
 from evalpipe.trec import read_jsonl_queries, read_jsonl_run, read_trec_run
 
 
 def _sniff(path: Path) -> Literal["trec", "jsonl"]:
-    """JSONL when the first non-blank line is a JSON object, else TREC."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                return "jsonl" if line.lstrip().startswith("{") else "trec"
+    """JSONL for a .jsonl/.json name or when the first non-blank line is JSON, else TREC."""
+    if path.name.endswith((".jsonl", ".json", ".jsonl.gz", ".json.gz")):
+        return "jsonl"
+    for _, line in text_lines(path):
+        if line.strip():
+            return "jsonl" if line.lstrip().startswith(("{", "[")) else "trec"
     return "trec"
+
+
+def _sample(ids: Sequence[str], n: int = 5) -> str:
+    return ", ".join(repr(i) for i in ids[:n]) + (", ..." if len(ids) > n else "")
 
 
 class RunFileRanker:
@@ -49,6 +54,10 @@ class RunFileRanker:
     ):
         if format not in ("auto", "trec", "jsonl"):
             raise ValueError(f"runfile ranker: format must be auto, trec or jsonl (got {format!r})")
+        if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, int | float)):
+            raise ValueError(f"runfile ranker: min_score must be a number or null, got {min_score!r}")
+        if not isinstance(path, str):
+            raise ValueError(f"runfile ranker: path must be a file path, got {path!r}")
         self.path = Path(path).expanduser()
         self.format = format
         self.min_score = min_score
@@ -63,10 +72,7 @@ class RunFileRanker:
     def _load(self) -> dict[str, list[tuple[str, float | None]]]:
         if self._run is not None:
             return self._run
-        if not self.path.is_file():
-            raise FileNotFoundError(
-                f"runfile ranker: run file not found: {self.path} (set the config key ranker.path)"
-            )
+        require_file(self.path, "runfile ranker: run file", "set the config key ranker.path")
         fmt = _sniff(self.path) if self.format == "auto" else self.format
         self.resolved_format = fmt
         if fmt == "trec":
@@ -84,6 +90,36 @@ class RunFileRanker:
         run = self._load()
         if corpus is not None:
             self._unknown_ids = sum(1 for hits in run.values() for uid, _ in hits if uid not in corpus)
+
+    def check_cases(self, case_ids: Sequence[str]) -> list[str]:
+        """Parse the whole run now and match its query IDs to the fixture's case IDs (before any case runs).
+
+        None matching is an error (every case would score 0); cases without a line and query IDs
+        that are no case come back as warnings, with counts and the first few IDs.
+        """
+        run = self._load()
+        wanted = set(case_ids)
+        if not run:
+            raise EvalpipeError(f"{self.path}: the run file has no lines (ranker.path=...)")
+        if not wanted & run.keys():
+            raise EvalpipeError(
+                f"{self.path}: none of its {len(run)} query IDs is a case ID of the fixture (run has "
+                f"{_sample(list(run))}; fixture has {_sample(list(case_ids))}): qids must be case IDs"
+            )
+        warnings = []
+        missing = [c for c in case_ids if c not in run]
+        if missing:
+            warnings.append(
+                f"{len(missing)} of {len(case_ids)} cases are not in run file {self.path} "
+                f"(scored as empty results), e.g. {_sample(missing)}"
+            )
+        unknown = [q for q in run if q not in wanted]
+        if unknown:
+            warnings.append(
+                f"{len(unknown)} query IDs of run file {self.path} are not cases of the fixture "
+                f"(ignored), e.g. {_sample(unknown)}"
+            )
+        return warnings
 
     def search_case(
         self, case_id: str, query: str, k: int, constraints: Mapping[str, Any] | None = None

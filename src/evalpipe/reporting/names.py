@@ -13,7 +13,7 @@ default chart section, and the rest are grouped:
 - `cost/`: latency, tokens, time and memory (`cost/latency_p95_us`, `cost/mean_tokens_returned`,
   `cost/index_build_seconds`, `cost/eval_seconds`, `cost/peak_memory_mb`);
 - `count/`: `count/cases`, `count/judged_cases`, `count/retrieval_errors`, `count/empty_results`,
-  `count/corpus_units`;
+  `count/corpus_units`, `count/unknown_ids` (returned IDs not in the corpus);
 - `index/`: the ranker's own statistics (unchanged).
 
 Names that already contain `/` (`tier/...`, `index/...`, `best/...`, `sweep/...`) are left as
@@ -38,7 +38,7 @@ COST = (
     "eval_seconds",
     "peak_memory_mb",
 )
-COUNT = ("cases", "judged_cases", "retrieval_errors", "empty_results", "corpus_units")
+COUNT = ("cases", "judged_cases", "retrieval_errors", "empty_results", "corpus_units", "unknown_ids")
 
 
 def metric_name(name: str) -> str:

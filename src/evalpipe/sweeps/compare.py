@@ -281,6 +281,9 @@ def select_runs(client: Any, args: argparse.Namespace) -> tuple[list[Any], list[
         runs = [r for r in runs if not is_reuse(r)]  # a reused sweep point: its original run is here too
         if not runs:
             raise CompareError(f"experiment {args.experiment!r} has no FINISHED evaluation runs")
+        # A skipped ranker's run ends FAILED (exit 3) unless allow_skipped: name it below all the same.
+        failed = _search(client, [exp.experiment_id], "attributes.status = 'FAILED'")
+        runs += [r for r in failed if r.data.tags.get("evalpipe.skipped")]
     else:
         from evalpipe.sweeps.summary import sweep_run_ids
 

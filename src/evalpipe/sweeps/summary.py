@@ -28,6 +28,8 @@ from evalpipe.sweeps.reuse import REUSED_TAG
 
 SWEPT_TAG_PREFIX = "evalpipe.swept."
 REUSED = "REUSED"
+#: A point whose ranker could not load (tag evalpipe.skipped): it measured nothing.
+SKIPPED = "SKIPPED"
 #: Statuses whose metrics count (a reused run is a FINISHED run of the same configuration).
 MEASURED = ("FINISHED", REUSED)
 
@@ -135,7 +137,7 @@ def row_from_run(run: Any, keys: Sequence[str], status: str | None = None, job_o
         job=job,
         run_id=reused or run.info.run_id,
         run_name=run.info.run_name or "",
-        status=status or str(run.info.status),
+        status=status or (SKIPPED if tags.get("evalpipe.skipped") else str(run.info.status)),
         values=values,
         metrics={k: float(v) for k, v in run.data.metrics.items()},
     )

@@ -1,0 +1,73 @@
+"""YAML that refuses what PyYAML silently accepts: a key given twice in one mapping.
+
+PyYAML keeps the last of two equal keys, so a fixture with two `cases:` blocks, or a
+case with two `query:` lines, loses data without a word. Here that is an error
+naming the file and both lines. Merge keys (`<<: *base`) still override as YAML
+intends: only keys written out in the same mapping count as duplicates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evalpipe.errors import EvalpipeError
+from evalpipe.input_files import read_text
+
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class YAMLFileError(EvalpipeError, ValueError):
+    """A YAML file that cannot be read; the message names the file and line."""
+
+
+class _DuplicateKey(yaml.MarkedYAMLError):
+    pass
+
+
+class StrictLoader(yaml.SafeLoader):
+    """SafeLoader plus a duplicate-key check on every mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: SafeLoader explains that itself below
+                continue
+            if first is not None:
+                raise _DuplicateKey(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first given at line {first}); the later value would "
+                    "silently replace the first: merge them or rename one",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse(text: str, path: Path | str) -> Any:
+    """Parse YAML text strictly; any error is a YAMLFileError `path:line: ...`."""
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = exc.problem or exc.context or "invalid YAML"
+        kind = "" if isinstance(exc, _DuplicateKey) else "invalid YAML: "
+        hint = " (YAML indents with spaces, not tabs)" if "'\\t'" in problem else ""
+        raise YAMLFileError(f"{path}{line}: {kind}{problem}{hint}") from None
+    except yaml.YAMLError as exc:
+        raise YAMLFileError(f"{path}: invalid YAML: {exc}") from None
+
+
+def load_file(path: Path) -> tuple[Any, str]:
+    """(data, text) of a YAML file; the text is kept so callers can point at lines."""
+    text = read_text(path)
+    return parse(text, path), text
