@@ -121,12 +121,15 @@ def test_objective_names_come_from_the_scoring_code(tmp_path, tiny_corpus_path):
     assert {
         "recall_at_1",
         "recall_at_10",
-        "hits_at_10",
+        "ir/hits_at_10",
         "mrr",
-        "mrr_at_10",
+        "ir/mrr_at_10",
+        "count/unknown_ids",
         "tier/exact/recall_at_10",
     } <= names
     assert "ndcg_at_10" not in names and "recall_at_5" not in names
+    for bare_or_logged in ("mrr_at_10", "ir/mrr_at_10", "cost/latency_p95_us", "latency_p95_us"):
+        assert preflight.check_objective(bare_or_logged, names, strict=True) == bare_or_logged
     assert preflight.check_objective("recall_at_5", names, strict=False) == "recall_at_5"
     with pytest.raises(preflight.ConfigError, match="objective=recall_at_5 is not a figure"):
         preflight.check_objective("recall_at_5", names, strict=True)

@@ -156,7 +156,7 @@ def produced_metric_names(
         from evalpipe.judge.judged_metrics import judged_scores
 
         names |= set(judged_scores(results, ks, (), fixture.tiers).flat())
-    return names | {metric_name(n) for n in names}  # as logged (`ir/map_at_5`) and bare (`map_at_5`)
+    return {metric_name(n) for n in names}  # as logged: `ir/map_at_5` (check_objective accepts bare names)
 
 
 def check_objective(raw: Any, produced: set[str], strict: bool) -> str:
@@ -165,12 +165,16 @@ def check_objective(raw: Any, produced: set[str], strict: bool) -> str:
     Only enforced when it matters (`strict`: given explicitly, or a sweep); a single run with
     the default objective and other ks simply has no objective value.
     """
+    from evalpipe.reporting.names import metric_name
+
     objective = str(raw) if raw is not None else DEFAULT_OBJECTIVE
-    if strict and objective not in produced and not objective.startswith(FIGURE_PREFIXES):
-        overall = sorted(n for n in produced if "/" not in n)
+    known = objective in produced or metric_name(objective) in produced  # bare or as logged
+    if strict and not known and not objective.startswith(FIGURE_PREFIXES):
+        overall = sorted(n for n in produced if not n.startswith("tier/"))
         raise ConfigError(
             f"objective={objective} is not a figure this run produces with these ks and metrics; "
-            f"choose one of: {', '.join(overall)} (or tier/<tier>/<name>)"
+            f"choose one of: {', '.join(overall)} (bare names such as map_at_5 work too; "
+            "or tier/<tier>/<name>)"
         )
     return objective
 
