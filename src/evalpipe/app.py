@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from evalpipe import __version__, signals
+from evalpipe.batching import parse_settings, run_search
 from evalpipe.errors import EvalpipeError
 from evalpipe.fixture import Fixture
 from evalpipe.judge.run import build_judge, run_judge
@@ -29,7 +30,7 @@ from evalpipe.reporting.names import lookup, named
 from evalpipe.reporting.params import measurement_params
 from evalpipe.reporting.report import ReportRow, markdown_report
 from evalpipe.results import CaseResult
-from evalpipe.runner import PreparedRanker, peak_memory_mb, prepare_ranker, run_cases
+from evalpipe.runner import PreparedRanker, peak_memory_mb, prepare_ranker
 from evalpipe.scoring import RunScores, flat_metrics, score_results
 from evalpipe.secrets import mask_config, mask_mapping, mask_text, register_config
 from evalpipe.tokens import get_token_counter
@@ -183,8 +184,12 @@ def measure(
                 )
 
         start = time.perf_counter()
-        run_cases(prepared.ranker, fixture, max(ks), count_tokens, progress, into=results)
+        batch, sample = cfg.get("batch", "auto"), cfg.get("latency_sample", 100)
+        _, plan = run_search(
+            prepared.ranker, fixture, max(ks), count_tokens, progress, batch, sample, into=results
+        )
         figures["eval_seconds"] = time.perf_counter() - start
+        figures["search_batched"] = float(plan.batched)
         scores = score(cfg, fixture, results)
     figures["peak_memory_mb"] = peak_memory_mb()
     for key, value in run_stats(prepared).items():
@@ -296,6 +301,10 @@ def evaluate(cfg: DictConfig) -> float:
     ks = list(cfg.ks)
     if not ks or not all(type(k) is int and k > 0 for k in ks):
         fail(f"ks must be a non-empty list of positive integers, got {ks!r} (e.g. ks=[1,5,20])")
+    try:
+        parse_settings(cfg.get("batch", "auto"), cfg.get("latency_sample", 100))
+    except EvalpipeError as exc:
+        fail(str(exc))
 
     try:
         fixture = instantiate(cfg.fixture)
@@ -405,6 +414,8 @@ def evaluate(cfg: DictConfig) -> float:
         if judged is not None:
             judged.add_files(files)
         run_tags = result_tags(tags, prepared, partial=interrupted is not None)
+        if "search_batched" in figures:
+            run_tags["evalpipe.search_mode"] = "batched" if figures["search_batched"] else "per_query"
         metrics = {
             **(flat_metrics(scores) if scores is not None else {}),
             **named(figures),
