@@ -19,7 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from evalpipe import __version__, signals
+from evalpipe import __version__, fixture_memo, signals
 from evalpipe.batching import parse_settings, run_search
 from evalpipe.errors import EvalpipeError
 from evalpipe.fixture import Fixture
@@ -312,7 +312,7 @@ def evaluate(cfg: DictConfig) -> float:
         fail(str(exc))
 
     try:
-        fixture = instantiate(cfg.fixture)
+        fixture = fixture_memo.load_once(resolved["fixture"], lambda: instantiate(cfg.fixture))
         ranker = instantiate(cfg.ranker)
         judge = build_judge(cfg.get("judge"))
     except EvalpipeError as exc:
