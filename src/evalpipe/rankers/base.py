@@ -242,6 +242,13 @@ def top_k(
     idx = np.flatnonzero(valid)
     if idx.size == 0 or k <= 0:
         return []
+    kept = scores[idx]
+    if idx.size > k:
+        # Select before sorting: only rows scoring at least the k-th best score can make
+        # the top k. Keeping every row tied with it leaves the tie-break below unchanged.
+        kth = kept[np.argpartition(-kept, k - 1)[k - 1]]
+        near = kept >= kth
+        idx, kept = idx[near], kept[near]
     # lexsort: last key is primary -> sort by -score, then by row index.
-    order = idx[np.lexsort((idx, -scores[idx]))][:k]
+    order = idx[np.lexsort((idx, -kept))][:k]
     return [Hit(corpus.ids[i], float(scores[i])) for i in order]
