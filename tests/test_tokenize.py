@@ -78,3 +78,22 @@ def test_empty_text_and_bad_params():
         CodeTokenizer(stemmer="klingon")
     with pytest.raises(ValueError, match="unknown stopwords 'xx'"):
         CodeTokenizer(stopwords="xx")
+
+
+def test_each_distinct_word_is_stemmed_once_and_results_match(monkeypatch):
+    tok = CodeTokenizer(stemmer="english", stopwords="en", code_aware=False)
+    calls: list[list[str]] = []
+    real = tok._stemmer.stemWords
+
+    class Counting:
+        def stemWords(self, words):
+            calls.append(list(words))
+            return real(words)
+
+    monkeypatch.setattr(tok, "_stemmer", Counting())
+    text = "the running runners ran; running again, the runners running"
+    # hand-worked Snowball stems, in text order ("the" is a stopword)
+    expected = ["run", "runner", "ran", "run", "again", "runner", "run"]
+    assert tok(text) == expected
+    assert tok(text) == expected
+    assert sorted(w for batch in calls for w in batch) == ["again", "ran", "runners", "running"]

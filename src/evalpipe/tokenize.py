@@ -146,6 +146,9 @@ class CodeTokenizer:
         # compound -> its terms; text repeats the same words, so this avoids re-splitting and
         # re-stemming them (bounded: cleared when full)
         self._cache: dict[str, tuple[str, ...]] = {}
+        # word -> stem: a corpus has far fewer distinct words than occurrences, so each word
+        # is stemmed once (as bm25s does) instead of at every occurrence (bounded likewise)
+        self._stems: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return (
@@ -158,7 +161,13 @@ class CodeTokenizer:
         if self.stopwords:
             pieces = [p for p in pieces if p not in self.stopwords]
         if self._stemmer is not None and pieces:
-            pieces = self._stemmer.stemWords(pieces)
+            stems = self._stems
+            new = [p for p in set(pieces) if p not in stems]
+            if new:
+                if len(stems) + len(new) > _CACHE_SIZE:
+                    stems.clear()
+                stems.update(zip(new, self._stemmer.stemWords(new), strict=True))
+            pieces = [stems[p] for p in pieces]
         return pieces
 
     def __call__(self, text: str) -> list[str]:
