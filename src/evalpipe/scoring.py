@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from evalpipe import metrics, rag
 from evalpipe.results import CaseResult
+
+_HIT_ID = attrgetter("id")
 
 DEFAULT_FAMILIES = ("recall", "mrr", "ndcg", "map", "precision", "frac_recall")
 
@@ -74,6 +77,17 @@ def _rag_scores(results: Sequence[CaseResult], units: Mapping[str, Any] | None):
     return (rag.aggregate_rag(scored) if scored else {}), tuple(per_case)
 
 
+def _rows_by_tier(results: Sequence[CaseResult], tier_names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Row indices of each tier in `tier_names` (in result order), found in one pass over the cases
+    so that scoring stays linear however many tiers there are."""
+    tier_names = list(dict.fromkeys(tier_names))
+    code = {t: i for i, t in enumerate(tier_names)}
+    codes = np.fromiter((code.get(r.tier, -1) for r in results), dtype=np.int64, count=len(results))
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(tier_names) + 1))
+    return {t: order[bounds[i] : bounds[i + 1]] for i, t in enumerate(tier_names)}
+
+
 def score_results(
     results: Sequence[CaseResult],
     ks: Sequence[int],
@@ -84,10 +98,10 @@ def score_results(
     """Score a run. `tiers` fixes the tier order (stock tiers first); `units` maps id -> Unit for RAG."""
     ks = tuple(sorted(set(int(k) for k in ks)))
     depth = max(ks)
-    ranked = [r.ranked_ids for r in results]
+    ranked = [list(map(_HIT_ID, r.hits)) for r in results]  # a C loop: no Python frame per hit
     qrels = [r.qrels for r in results]
-    per_case = metrics.evaluate(ranked, qrels, ks, list(families))
     rel = metrics.relevance_matrix(ranked, qrels, depth)
+    per_case = metrics.evaluate_matrix(rel, ks, list(families))
     first_rank = metrics.first_hit_rank(rel)
 
     # Ranking metrics average over judged cases (at least one expected/qrels entry), the
@@ -95,28 +109,25 @@ def score_results(
     # RAG measures instead (did the ranker correctly return nothing?).
     answerable = np.array([len(r.qrels) > 0 for r in results], dtype=bool)
     overall = dict(metrics.aggregate(per_case, answerable))
-    tier_of = np.array([r.tier for r in results], dtype=object)
     tier_names = list(tiers) if tiers is not None else list(dict.fromkeys(r.tier for r in results))
     per_tier = {}
-    for tier in tier_names:
-        mask = tier_of == tier
-        scored = mask & answerable
-        figures = dict(metrics.aggregate(per_case, scored)) if scored.any() else {}
-        figures["cases"] = float(mask.sum())
+    for tier, rows in _rows_by_tier(results, tier_names).items():
+        scored = rows[answerable[rows]]
+        figures = dict(metrics.aggregate({k: v[scored] for k, v in per_case.items()})) if scored.size else {}
+        figures["cases"] = float(rows.size)
         per_tier[tier] = figures
 
     misses = tuple(
         Miss(
-            r.case_id,
-            r.tier,
-            r.query,
-            [d for d, g in r.qrels.items() if g > 0],
-            int(rank),
-            r.ranked_ids,
-            r.error,
+            results[i].case_id,
+            results[i].tier,
+            results[i].query,
+            [d for d, g in results[i].qrels.items() if g > 0],
+            int(first_rank[i]),
+            ranked[i],
+            results[i].error,
         )
-        for r, rank, ok in zip(results, first_rank, answerable, strict=True)
-        if ok and rank != 1
+        for i in np.flatnonzero(answerable & (first_rank != 1)).tolist()
     )
     lat = metrics.latency_percentiles(np.array([r.latency_us for r in results], dtype=np.int64))
     n = len(results)
