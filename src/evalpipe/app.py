@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from evalpipe import __version__, signals
+from evalpipe.batching import run_search
 from evalpipe.errors import EvalpipeError
 from evalpipe.fixture import Fixture
 from evalpipe.judge.run import build_judge, run_judge
@@ -30,7 +31,7 @@ from evalpipe.reporting.names import lookup, named
 from evalpipe.reporting.params import measurement_params
 from evalpipe.reporting.report import ReportRow, markdown_report
 from evalpipe.results import CaseResult
-from evalpipe.runner import PreparedRanker, peak_memory_mb, prepare_ranker, run_cases
+from evalpipe.runner import PreparedRanker, peak_memory_mb, prepare_ranker
 from evalpipe.scoring import RunScores, flat_metrics, score_results
 from evalpipe.secrets import mask_config, mask_mapping, mask_text, register_config
 from evalpipe.tokens import get_token_counter
@@ -176,10 +177,13 @@ def measure(
                 return case_progress(cases, escape(f"{run_name} on {fixture.name}"), err, timeout_s)
 
         start = time.perf_counter()
-        run_cases(
-            prepared.ranker, fixture, max(ks), count_tokens, progress, into=results, timeout_s=timeout_s
+        batch, sample = cfg.get("batch", "auto"), cfg.get("latency_sample", 100)
+        _, plan = run_search(
+            prepared.ranker, fixture, max(ks), count_tokens, progress, batch, sample, into=results,
+            timeout_s=timeout_s,
         )
         figures["eval_seconds"] = time.perf_counter() - start
+        figures["search_batched"] = float(plan.batched)
         scores = score(cfg, fixture, results)
         figures["unknown_ids"] = float(unknown_ids(results, fixture.corpus).count)
     figures["peak_memory_mb"] = peak_memory_mb()
@@ -392,6 +396,8 @@ def evaluate(cfg: DictConfig) -> float:
         if judged is not None:
             judged.add_files(files)
         run_tags = result_tags(tags, prepared, partial=interrupted is not None)
+        if "search_batched" in figures:
+            run_tags["evalpipe.search_mode"] = "batched" if figures["search_batched"] else "per_query"
         metrics = {
             **(flat_metrics(scores) if scores is not None else {}),
             **named(figures),

@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from evalpipe.batching import parse_settings
 from evalpipe.errors import EvalpipeError
 from evalpipe.fixture import Case, Fixture
 
@@ -249,6 +250,7 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
     run_name = check_run_name(resolved.get("run_name"))
     timeout_s = check_timeout(resolved.get("timeout_s"))
     check_token_encoding(resolved.get("token_encoding", "cl100k_base"))
+    parse_settings(resolved.get("batch", "auto"), resolved.get("latency_sample", 100))
     if not isinstance(resolved.get("objective", DEFAULT_OBJECTIVE), str):
         raise ConfigError(f"objective must be a metric name, got {resolved.get('objective')!r}")
 

@@ -30,6 +30,9 @@ class CaseResult:
     tokens: int
     error: str | None = None
     labels: Mapping[str, object] = field(default_factory=dict)  # RAG label fields of the case
+    # False when the case ran in a batch: latency_us is then its share of the batch's time,
+    # not a latency of its own, and latency percentiles leave it out (see evalpipe.batching).
+    latency_timed: bool = True
 
     @property
     def ranked_ids(self) -> list[str]:

@@ -155,6 +155,21 @@ def run_case(
         hits = []
         error = f"{type(exc).__name__}: {exc}"
     latency_us = (time.perf_counter_ns() - start) // 1000
+    return finish_case(case, hits, int(latency_us), error, k, corpus, count_tokens)
+
+
+def finish_case(
+    case: Case,
+    hits: list[Hit],
+    latency_us: int,
+    error: str | None,
+    k: int,
+    corpus: Corpus | None,
+    count_tokens: Callable[[str], int],
+    latency_timed: bool = True,
+) -> CaseResult:
+    """A case's hits as its result: winnow enforced, duplicates dropped, cut to k, tokens counted."""
+    constraints = case.winnow_constraints or None
     if constraints and corpus is not None:
         # Plug-ins may ignore constraints; enforce the allowed pool for every ranker.
         hits = [h for h in hits if corpus.allows(h.id, constraints)]
@@ -171,6 +186,7 @@ def run_case(
         latency_us=int(latency_us),
         tokens=count_tokens(payload) if payload else 0,
         error=error,
+        latency_timed=latency_timed,
         labels={
             "expected_documents": list(case.expected_documents),
             "expected_sections": list(case.expected_sections),

@@ -3,7 +3,10 @@
 A ranker needs only `search(query, k, constraints) -> ranked hits`. Built-in rankers
 also implement `prepare(corpus)` (build an index) and `stats()` (index build cost),
 which the runner calls when present, so a plug-in wrapping a production service
-can implement `search` alone.
+can implement `search` alone. A ranker that can answer many queries in one call
+cheaper than one by one (bm25, semantic) may also implement
+`search_batch(queries, k, constraints) -> one hit list per query`, with the same
+results as `search`; the runner uses it when it is not timing every query.
 """
 
 from __future__ import annotations
@@ -32,6 +35,15 @@ class Hit:
 class Ranker(Protocol):
     def search(self, query: str, k: int, constraints: Mapping[str, Any] | None = None) -> Sequence[Hit]:
         """Return at most `k` hits, best first, drawn only from units allowed by `constraints`."""
+        ...
+
+
+@runtime_checkable
+class BatchRanker(Ranker, Protocol):
+    def search_batch(
+        self, queries: Sequence[str], k: int, constraints: Sequence[Mapping[str, Any] | None] | None = None
+    ) -> Sequence[Sequence[Hit]]:
+        """Optional: `[search(q, k, c) for q, c in zip(queries, constraints)]` in one call, same results."""
         ...
 
 
@@ -217,6 +229,43 @@ class CorpusRanker:
             min_score=self.min_score,
             drop_nonpositive=self.drop_nonpositive,
         )
+
+
+class BatchScoring:
+    """Mixin for a `CorpusRanker` that scores many queries in one call.
+
+    The subclass implements `_scores_batch(queries) -> float[len(queries), len(corpus)]`,
+    each row exactly what `_scores(query)` would give; `search_batch` then applies the
+    same masks and top-k as `search`, so a batched run returns the same hits as a
+    per-query run. The runner calls `search_batch` on chunks of cases when it is not
+    timing every query (see `evalpipe.batching`).
+    """
+
+    def search_batch(
+        self,
+        queries: Sequence[str],
+        k: int,
+        constraints: Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> list[list[Hit]]:
+        ranker: Any = self
+        allowed = [None] * len(queries) if constraints is None else list(constraints)
+        if len(allowed) != len(queries):
+            raise ValueError(f"search_batch: {len(queries)} queries but {len(allowed)} constraints")
+        matrix = np.asarray(ranker._scores_batch(list(queries)), dtype=np.float64)
+        return [
+            top_k(
+                ranker.corpus,
+                row,
+                k,
+                ranker.corpus.allowed_mask(c),
+                min_score=ranker.min_score,
+                drop_nonpositive=ranker.drop_nonpositive,
+            )
+            for row, c in zip(matrix, allowed, strict=True)
+        ]
+
+    def _scores_batch(self, queries: list[str]) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
 
 
 def top_k(

@@ -15,7 +15,7 @@ import bm25s
 import numpy as np
 
 from evalpipe.corpus import Corpus, Unit
-from evalpipe.rankers.base import CorpusRanker
+from evalpipe.rankers.base import BatchScoring, CorpusRanker
 from evalpipe.tokenize import CodeTokenizer
 
 METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
@@ -45,7 +45,7 @@ def unit_field_texts(unit: Unit, fields: Sequence[str]) -> list[str]:
     return texts
 
 
-class BM25Ranker(CorpusRanker):
+class BM25Ranker(BatchScoring, CorpusRanker):
     """Okapi BM25 (bm25s) over title + text + identifiers with a code-aware tokenizer.
 
     `delta` is only used by bm25l / bm25+. `min_score` drops hits scoring below it.
@@ -139,6 +139,50 @@ class BM25Ranker(CorpusRanker):
                 matched[index["indices"][index["indptr"][tid] : index["indptr"][tid + 1]]] = True
             scores[~matched] = 0.0
         return scores
+
+    def _scores_batch(self, queries: list[str]) -> np.ndarray:
+        """`_scores` of many queries at once, bit for bit.
+
+        bm25s scores one query by adding each query term's postings into a float32
+        vector in term order (`np.add.at`); here every query's postings go into its own
+        row of one flat float32 buffer in one `np.add.at` call, in the same order, so each
+        document's sum is accumulated exactly as in the per-query path.
+        """
+        if not hasattr(self, "corpus"):
+            raise RuntimeError("BM25Ranker.search_batch called before prepare(corpus)")
+        n_docs = len(self.corpus)
+        out = np.zeros((len(queries), n_docs), dtype=np.float64)
+        model = self._bm25
+        if model is None or not queries:
+            return out
+        index = model.scores
+        data, indices, indptr = index["data"], index["indices"], index["indptr"]
+        dtype = np.dtype(model.dtype)
+        term_ids = [np.asarray(self.query_ids(q), dtype=np.int64) for q in queries]
+        rows = [i for i, ids in enumerate(term_ids) if ids.size]
+        if not rows:
+            return out
+        targets, weights = [], []
+        for slot, i in enumerate(rows):
+            for tid in term_ids[i]:
+                start, end = indptr[tid], indptr[tid + 1]
+                targets.append(indices[start:end].astype(np.int64) + slot * n_docs)
+                weights.append(data[start:end])
+        flat = np.zeros(len(rows) * n_docs, dtype=dtype)
+        np.add.at(flat, np.concatenate(targets), np.concatenate(weights))
+        block = flat.reshape(len(rows), n_docs)
+        nonoccurrence = getattr(model, "nonoccurrence_array", None)
+        for slot, i in enumerate(rows):
+            row = block[slot]
+            if nonoccurrence is not None:
+                row += nonoccurrence[term_ids[i]].sum()
+            out[i] = row
+            if self.method in _FLOOR_METHODS:
+                matched = np.zeros(n_docs, dtype=bool)
+                for tid in set(term_ids[i].tolist()):
+                    matched[indices[indptr[tid] : indptr[tid + 1]]] = True
+                out[i][~matched] = 0.0
+        return out
 
     def stats(self) -> dict[str, Any]:
         return dict(self._stats)

