@@ -108,11 +108,12 @@ def relevance_matrix(
     only once (a repeated result tells the user nothing new), so no metric can
     exceed its trec_eval bound because of a buggy ranker.
 
-    Built to scale linearly with small constants (100k cases x 100 ranks in about a
-    second): each list's grades are looked up in its qrels by `map` (a C loop, no
-    per-document Python frame) into one flat array that numpy scatters into the
-    matrix; duplicates can only matter where a grade is positive, so only those few
-    positions are checked; ideal gains are sorted for all cases at once.
+    Built to scale linearly with small constants: each list's grades are looked up
+    in its qrels by `map` (a C loop, no per-document Python frame) into one flat
+    array that becomes the matrix (a reshape when every list is full); duplicates
+    can only matter where a grade is positive, so only those few positions are
+    checked; ideal gains are sorted for all cases at once. What remains is one
+    dict lookup per retrieved document, bound by memory access to the ID strings.
     """
     if len(ranked) != len(qrels):
         raise ValueError(
@@ -128,12 +129,14 @@ def relevance_matrix(
     total = int(n_ret.sum())
     if total:
         flat = np.fromiter(chain.from_iterable(map(_grades_of, tops, qrels)), dtype=np.float64, count=total)
-        rows = np.repeat(np.arange(n), n_ret)
-        cols = np.arange(total) - np.repeat(np.cumsum(n_ret) - n_ret, n_ret)
-        positive = np.flatnonzero(flat > 0)
+        if total == n * depth:  # every list is full: the flat grades already are the matrix
+            grades = flat.reshape(n, depth)
+        else:  # row-major order of a boolean mask is the order of the flat grades
+            grades[np.arange(depth) < n_ret[:, None]] = flat
+        np.maximum(grades, 0.0, out=grades)  # negative judgements carry no gain
+        positive = np.flatnonzero(grades)
         if positive.size:
-            _drop_repeats(tops, rows, cols, positive, flat)
-        grades[rows[positive], cols[positive]] = flat[positive]
+            _drop_repeats(tops, positive, grades.reshape(-1), depth)
 
     # Ideal: every case's positive judged grades, sorted descending, cut at depth.
     sizes = np.fromiter(map(len, qrels), dtype=np.int64, count=n)
@@ -159,15 +162,14 @@ def _grades_of(top: Sequence[str], judged: Mapping[str, int]) -> Iterator[int]:
     return map(judged.get, top, repeat(0))
 
 
-def _drop_repeats(
-    tops: Sequence[Sequence[str]], rows: np.ndarray, cols: np.ndarray, positive: np.ndarray, flat: np.ndarray
-) -> None:
-    """Zero the gain of a repeated relevant document after its first rank (in place in `flat`).
+def _drop_repeats(tops: Sequence[Sequence[str]], positive: np.ndarray, flat: np.ndarray, depth: int) -> None:
+    """Zero the gain of a repeated relevant document after its first rank (in place in `flat`,
+    the row-major view of the grade matrix).
 
     Only positions with a positive grade can matter and there are few of them, so
     only rows holding two or more are looked at.
     """
-    prow = rows[positive]  # ascending, as `positive` is
+    prow = positive // depth  # ascending, as `positive` is
     counts = np.bincount(prow)
     several = np.flatnonzero(counts > 1)
     starts = np.searchsorted(prow, several)
@@ -175,7 +177,7 @@ def _drop_repeats(
         top = tops[row]
         seen: set[str] = set()
         for pos in positive[start : start + counts[row]].tolist():
-            doc = top[cols[pos]]
+            doc = top[pos - row * depth]
             if doc in seen:
                 flat[pos] = 0.0
             seen.add(doc)

@@ -1,0 +1,332 @@
+"""Every speed ratio of issue #13 in one run, with the load average beside each.
+
+    python scripts/bench_perf.py                          # all sections, current code
+    python scripts/bench_perf.py --baseline-src /path/to/old/src   # also time an older checkout: before/after
+    python scripts/bench_perf.py --sections scoring --sizes 10000 100000
+    python scripts/bench_perf.py --sections int8 --int8-docs 500 --full-ndcg      # + nDCG@10 on all of SciFact
+
+Sections (each prints a table of wall times and ratios):
+
+* run:     `python -m evalpipe +bench=scifact ranker=bm25_prose` vs a bare bm25s script doing the same
+           tokenising, indexing and per-query retrieval; and the gold BM25 run's wall time.
+* scoring: `metrics.evaluate` and `scoring.score_results` vs pytrec_eval and ranx on synthetic runs
+           (N queries x 100 results, 1-5 judged docs each, shared ID strings as a real run has).
+* sweep:   a sequential 8-point BM25 sweep on gold vs one gold run (warm store, `force=true`).
+* int8:    documents/s embedding a SciFact sample with the semantic ranker at fp32, int8 and int8_all,
+           and cosine agreement with fp32; `--full-ndcg` adds nDCG@10 on the full set (minutes).
+
+CLI timings are subprocesses (interpreter start-up and exit included, as a user waits for them),
+interleaved across variants and repeated (`--repeat`); the median is reported. The machine may be
+shared and noisy: read the ratios, not the absolute times, and the load average beside them.
+Not part of the test suite (it takes minutes); SciFact is read from ../shared/datasets/scifact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCIFACT = ROOT.parent / "shared" / "datasets" / "scifact"
+
+BARE_BM25S = r"""
+import csv, gzip, json, sys
+import bm25s, numpy as np, Stemmer
+root = sys.argv[1]
+docs = [json.loads(l) for l in gzip.open(f"{root}/corpus.jsonl.gz", "rt", encoding="utf-8")]
+queries = {q["_id"]: q["text"] for q in map(json.loads, gzip.open(f"{root}/queries.jsonl.gz", "rt"))}
+with open(f"{root}/qrels/test.tsv", newline="") as fh:
+    rows = list(csv.reader(fh, delimiter="\t"))[1:]
+judged = list(dict.fromkeys(r[0] for r in rows))
+stemmer = Stemmer.Stemmer("english")
+tokens = bm25s.tokenize([d["title"] + " " + d["text"] for d in docs], stopwords="en", stemmer=stemmer,
+                        show_progress=False)
+model = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+model.index(tokens, show_progress=False)
+for qid in judged:
+    ids = bm25s.tokenize([queries[qid]], stopwords="en", stemmer=stemmer, show_progress=False,
+                         return_ids=False)[0]
+    ids = [model.vocab_dict[t] for t in ids if t in model.vocab_dict]
+    scores = model.get_scores_from_ids(ids) if ids else np.zeros(len(docs))
+    top = np.argsort(-scores, kind="stable")[:100]
+"""
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.2f}/{five:.2f}"
+
+
+def table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    print(f"\n### {title}\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" for _ in header) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    sys.stdout.flush()
+
+
+def env_for(src: Path | None) -> dict[str, str]:
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(src or ROOT / "src"), str(ROOT / "tests")])
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return env
+
+
+def wall(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
+        raise SystemExit(f"bench_perf: command failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
+    return seconds
+
+
+def evalpipe_cmd(work: Path, *args: str) -> list[str]:
+    uri = f"sqlite:///{work / 'mlflow.db'}"
+    return [sys.executable, "-m", "evalpipe", f"tracking.uri={uri}", f"hydra.run.dir={work / 'out'}",
+            f"hydra.sweep.dir={work / 'multirun'}", "progress=false", *args]  # fmt: skip
+
+
+def interleaved(variants: dict[str, tuple[list[str], dict[str, str]]], repeat: int) -> dict[str, float]:
+    """Median wall time of each command, run round-robin so load drifts hit all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(repeat):
+        for name, (cmd, env) in variants.items():
+            times[name].append(wall(cmd, env))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def codebases(args: argparse.Namespace) -> dict[str, Path | None]:
+    out: dict[str, Path | None] = {"now": None}
+    if args.baseline_src:
+        out["before"] = Path(args.baseline_src).resolve()
+    return out
+
+
+# --- sections ------------------------------------------------------------------------------
+
+
+def section_run(args: argparse.Namespace, tmp: Path) -> None:
+    if not SCIFACT.is_dir():
+        print(f"\n(run: {SCIFACT} not found, skipped)")
+        return
+    variants: dict[str, tuple[list[str], dict[str, str]]] = {
+        "bare bm25s": ([sys.executable, "-c", BARE_BM25S, str(SCIFACT)], env_for(None))
+    }
+    for label, src in codebases(args).items():
+        work = tmp / f"run-{label}"
+        env = env_for(src)
+        wall(evalpipe_cmd(work, "run_name=warmup"), env)  # creates the store: not what a run costs
+        variants[f"scifact bm25 ({label})"] = (evalpipe_cmd(work, "+bench=scifact", "ranker=bm25_prose"), env)
+        variants[f"gold bm25 ({label})"] = (evalpipe_cmd(work), env)
+    before = load()
+    med = interleaved(variants, args.repeat)
+    bare = med["bare bm25s"]
+    rows = [[name, f"{t:.2f}", f"{t / bare:.2f}x" if "scifact" in name or name == "bare bm25s" else ""]
+            for name, t in med.items()]  # fmt: skip
+    if "gold bm25 (before)" in med:
+        rows.append(["gold bm25: now / before", "", f"{med['gold bm25 (now)'] / med['gold bm25 (before)']:.2f}x"])
+        ratio = med["scifact bm25 (now)"] / med["scifact bm25 (before)"]
+        rows.append(["scifact bm25: now / before", "", f"{ratio:.2f}x"])
+    table(f"Whole run vs bare bm25s (median of {args.repeat}; {before} -> {load()})",
+          ["command", "wall s", "vs bare bm25s"], rows)  # fmt: skip
+
+
+SCORING_WORKER = r"""
+import json, sys, time
+import numpy as np
+from evalpipe import metrics
+from evalpipe.rankers.base import Hit
+from evalpipe.results import CaseResult
+from evalpipe.scoring import score_results
+
+n, which = int(sys.argv[1]), sys.argv[2].split(",")
+rng = np.random.default_rng(0)
+names = [f"doc{j}" for j in range(500_000)]
+picks = rng.integers(0, len(names), size=(n, 100))
+ranked, qrels = [], []
+for i in range(n):
+    ids = [names[j] for j in picks[i]]
+    ranked.append(ids)
+    q = {}
+    for t in range(int(rng.integers(1, 6))):
+        q[ids[int(rng.integers(0, 100))] if t % 2 == 0 else names[int(rng.integers(0, len(names)))]] = int(
+            rng.integers(1, 3))
+    qrels.append(q)
+ks = [1, 5, 10, 20, 100]
+out = {}
+if "evaluate" in which:
+    t = time.perf_counter(); metrics.evaluate(ranked, qrels, ks); out["evaluate"] = time.perf_counter() - t
+if "score_results" in which:
+    results = [CaseResult(f"q{i}", "t", "q", qrels[i], tuple(Hit(d, float(100 - r)) for r, d in enumerate(ids)),
+               100, 10) for i, ids in enumerate(ranked)]
+    t = time.perf_counter(); score_results(results, ks); out["score_results"] = time.perf_counter() - t
+    del results
+run = {f"q{i}": {d: float(100 - r) for r, d in enumerate(ids)} for i, ids in enumerate(ranked)}
+qr = {f"q{i}": q for i, q in enumerate(qrels)}
+if "pytrec_eval" in which:
+    import pytrec_eval
+    cut = ",".join(map(str, ks))
+    measures = {f"ndcg_cut.{cut}", f"map_cut.{cut}", f"P.{cut}", f"recall.{cut}", f"success.{cut}", "recip_rank"}
+    t = time.perf_counter()
+    pytrec_eval.RelevanceEvaluator(qr, measures).evaluate(run)
+    out["pytrec_eval"] = time.perf_counter() - t
+if "ranx" in which:
+    from ranx import Qrels, Run, evaluate
+    names_ = [f"{m}@{k}" for k in ks for m in ("ndcg", "map", "precision", "recall", "hit_rate", "mrr")]
+    evaluate(Qrels.from_dict({"a": {"x": 1}}), Run.from_dict({"a": {"x": 1.0, "y": 0.5}}), names_)  # JIT warm-up
+    t = time.perf_counter()
+    evaluate(Qrels.from_dict(qr), Run.from_dict(run), names_)
+    out["ranx"] = time.perf_counter() - t
+print(json.dumps(out))
+"""
+
+
+def section_scoring(args: argparse.Namespace, tmp: Path) -> None:
+    rows = []
+    before = load()
+    for n in args.sizes:
+        got: dict[str, float] = {}
+        for label, src in codebases(args).items():
+            which = "evaluate,score_results" + (",pytrec_eval,ranx" if label == "now" else "")
+            proc = subprocess.run([sys.executable, "-c", SCORING_WORKER, str(n), which], env=env_for(src),
+                                  capture_output=True, text=True, timeout=3600)  # fmt: skip
+            if proc.returncode != 0:
+                raise SystemExit(f"bench_perf: scoring worker failed:\n{proc.stderr[-2000:]}")
+            for name, seconds in json.loads(proc.stdout.strip().splitlines()[-1]).items():
+                got[name if label == "now" else f"{name} (before)"] = seconds
+        trec, ranx = got["pytrec_eval"], got["ranx"]
+        for name in ("evaluate", "score_results", "evaluate (before)", "score_results (before)"):
+            if name in got:
+                t = got[name]
+                rows.append([f"{n:,}", name, f"{t:.2f}", f"{t / trec:.2f}x", f"{t / ranx:.2f}x",
+                             f"{t / got['evaluate']:.2f}x"])  # fmt: skip
+        rows.append([f"{n:,}", "pytrec_eval", f"{trec:.2f}", "1.00x", f"{trec / ranx:.2f}x", ""])
+        rows.append([f"{n:,}", "ranx (dicts in)", f"{ranx:.2f}", f"{ranx / trec:.2f}x", "1.00x", ""])
+    table(f"Scoring N queries x 100 results, ks 1,5,10,20,100 ({before} -> {load()})",
+          ["queries", "engine", "s", "vs pytrec_eval", "vs ranx", "vs evaluate"], rows)  # fmt: skip
+
+
+def section_sweep(args: argparse.Namespace, tmp: Path) -> None:
+    variants = {}
+    for label, src in codebases(args).items():
+        work = tmp / f"sweep-{label}"
+        env = env_for(src)
+        wall(evalpipe_cmd(work, "run_name=warmup"), env)
+        variants[f"one gold run ({label})"] = (evalpipe_cmd(work, "force=true"), env)
+        sweep = evalpipe_cmd(work, "-m", "ranker.k1=0.9,1.2,1.5,1.8", "ranker.b=0.4,0.75", "force=true")
+        variants[f"8-point sweep ({label})"] = (sweep, env)
+    before = load()
+    med = interleaved(variants, args.repeat)
+    rows = []
+    for label in codebases(args):
+        one, eight = med[f"one gold run ({label})"], med[f"8-point sweep ({label})"]
+        rows.append([label, f"{one:.2f}", f"{eight:.2f}", f"{eight / one:.2f}x"])
+    table(f"Sequential 8-point BM25 sweep on gold vs one run (median of {args.repeat}; {before} -> {load()})",
+          ["code", "one run s", "sweep s", "sweep / one run"], rows)  # fmt: skip
+
+
+def section_int8(args: argparse.Namespace, tmp: Path) -> None:
+    sys.path.insert(0, str(ROOT / "src"))
+    import numpy as np
+
+    from evalpipe.corpus import Unit
+    from evalpipe.rankers.semantic import SemanticRanker, render_unit
+
+    if not SCIFACT.is_dir():
+        print(f"\n(int8: {SCIFACT} not found, skipped)")
+        return
+    units = []
+    with gzip.open(SCIFACT / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+        for line in fh:
+            d = json.loads(line)
+            units.append(Unit(d["_id"], "document", d.get("title", ""), d.get("text", "")))
+            if len(units) >= args.int8_docs:
+                break
+    rankers = {q: SemanticRanker(cache_dir=None, quantize=q) for q in (None, "int8", "int8_all")}
+    texts = [render_unit(u, rankers[None].template, rankers[None]._fields) for u in units]
+    for r in rankers.values():
+        r._encoder = r._load_encoder(r._model_location()[0])
+    before = load()
+    seconds: dict[str | None, list[float]] = {q: [] for q in rankers}
+    vectors: dict[str | None, np.ndarray] = {}
+    for _ in range(args.repeat):  # interleaved
+        for q, r in rankers.items():
+            start = time.perf_counter()
+            vectors[q] = r._encode(texts)
+            seconds[q].append(time.perf_counter() - start)
+    rows = []
+    fp32 = statistics.median(seconds[None])
+    for q in rankers:
+        t = statistics.median(seconds[q])
+        cos = (vectors[None] * vectors[q]).sum(axis=1)
+        rows.append([q or "fp32", f"{len(texts) / t:.1f}", f"{fp32 / t:.2f}x", f"{cos.mean():.5f}", f"{cos.min():.5f}"])
+    table(f"Embedding {len(texts)} SciFact docs (max_seq_length 256, median of {args.repeat}; {before} -> {load()})",
+          ["precision", "docs/s", "speed-up", "cosine mean", "cosine min"], rows)  # fmt: skip
+    if args.full_ndcg:
+        full_ndcg(tmp)
+
+
+def full_ndcg(tmp: Path) -> None:
+    """nDCG@10 on all of SciFact per precision, through the same code as the CLI (embeddings cached)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from evalpipe.batching import run_search
+    from evalpipe.runner import prepare_ranker
+    from evalpipe.scoring import score_results
+    from evalpipe.tokens import get_token_counter
+
+    rows, before = [], load()
+    counter = get_token_counter()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        for q in ("null", "int8", "int8_all"):
+            cfg = compose("config", overrides=["+bench=scifact", "ranker=semantic", f"ranker.quantize={q}"])
+            fixture = instantiate(cfg.fixture)
+            prepared = prepare_ranker(instantiate(cfg.ranker), fixture.corpus)
+            if prepared.skipped:
+                raise SystemExit(f"bench_perf: semantic ranker skipped: {prepared.skipped}")
+            results, _ = run_search(prepared.ranker, fixture, max(cfg.ks), counter.count, batch=True)
+            scores = score_results(results, list(cfg.ks))
+            stats = prepared.ranker.stats()
+            rows.append([q if q != "null" else "fp32", f"{scores.metric('ndcg_at_10'):.5f}",
+                         f"{stats['embed_seconds']:.0f}", str(stats["cache_hit"])])  # fmt: skip
+    base = float(rows[0][1])
+    for row in rows:
+        row.append(f"{float(row[1]) - base:+.5f}")
+    table(f"nDCG@10 on SciFact (5,183 docs, 300 queries; {before} -> {load()})",
+          ["precision", "nDCG@10", "embed s", "cache hit", "vs fp32"], rows)  # fmt: skip
+
+
+SECTIONS = {"run": section_run, "scoring": section_scoring, "sweep": section_sweep, "int8": section_int8}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS))
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions per timing (median)")
+    parser.add_argument("--baseline-src", help="another checkout's src/ to time the same commands with")
+    parser.add_argument("--sizes", nargs="+", type=int, default=[10_000, 100_000], help="scoring: query counts")
+    parser.add_argument("--int8-docs", type=int, default=500, help="int8: SciFact documents embedded")
+    parser.add_argument("--full-ndcg", action="store_true", help="int8: also nDCG@10 on all of SciFact")
+    args = parser.parse_args(argv)
+    print(f"# bench_perf on {os.cpu_count()} CPUs, {load()}, python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
+        for name in args.sections:
+            SECTIONS[name](args, Path(tmp))
+    print(f"\n(done, {load()})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
