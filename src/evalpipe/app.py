@@ -29,6 +29,7 @@ from evalpipe.reporting.headline import NOTE_TAG, run_description
 from evalpipe.reporting.local import PARTIAL_MARK
 from evalpipe.reporting.names import lookup, named
 from evalpipe.reporting.params import measurement_params
+from evalpipe.reporting.plots import plot_mode
 from evalpipe.reporting.report import ReportRow, markdown_report
 from evalpipe.results import CaseResult
 from evalpipe.runner import PreparedRanker, peak_memory_mb, prepare_ranker
@@ -260,13 +261,15 @@ def print_offline_end(console, row: ReportRow, fixture: Fixture, ks, notes, afte
         console.print(f"[yellow]note:[/] {escape(mask_text(n))}")
 
 
-def log_plots(tracker, run_id: str, scores: RunScores, results: list[CaseResult], err) -> None:
-    """Recall@K curve, per-tier bars and latency histogram; a figure never costs a finished run."""
+def log_plots(
+    tracker, run_id: str, scores: RunScores, results: list[CaseResult], err, mode: str = "all"
+) -> None:
+    """The figures `plots` asks for (reporting.plots.run_figures); a figure never costs a finished run."""
     from evalpipe.reporting import tracking
-    from evalpipe.reporting.plots import run_plots
+    from evalpipe.reporting.plots import run_figures
 
     try:
-        files = run_plots(scores, [r.latency_us for r in results])
+        files = run_figures(scores, [r.latency_us for r in results if r.latency_timed], mode)
     except Exception as exc:
         err.print(f"[yellow]plots skipped:[/] {type(exc).__name__}: {exc}")
         return
@@ -423,8 +426,8 @@ def evaluate(cfg: DictConfig) -> float:
         def log_extra(tracker, run_id):  # online only: plots and (opt-in) traces are not saved locally
             if scores is None or interrupted is not None:
                 return
-            if cfg.get("plots", True):
-                log_plots(tracker, run_id, scores, results, err)
+            if plot_mode(cfg.get("plots", "recall")) != "none":
+                log_plots(tracker, run_id, scores, results, err, plot_mode(cfg.get("plots", "recall")))
             if cfg.get("traces", False):  # opt-in: slower than the run itself (docs/tracking.md)
                 from evalpipe.reporting.traces import log_case_traces
 

@@ -23,7 +23,7 @@ from evalpipe.fixture import Case, Fixture
 #: Largest K accepted: scoring keeps a cases x max(ks) matrix, and nobody reads recall@1e9.
 MAX_K = 100_000
 #: Boolean switches of the top-level config.
-SWITCHES = ("force", "progress", "plots", "allow_skipped")
+SWITCHES = ("force", "progress", "allow_skipped")
 #: Figures every run logs besides the ranking metrics (see app.measure).
 RUN_FIGURES = ("index_build_seconds", "corpus_units", "eval_seconds", "peak_memory_mb", "unknown_ids")
 DEFAULT_OBJECTIVE = "recall_at_5"
@@ -99,6 +99,15 @@ def check_switches(resolved: Mapping[str, Any]) -> None:
         value = resolved.get(key)
         if value is not None and not isinstance(value, bool):
             raise ConfigError(f"{key} must be true or false, got {value!r}")
+
+
+def check_plots(raw: Any) -> None:
+    from evalpipe.reporting.plots import plot_mode
+
+    try:
+        plot_mode(raw)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def check_timeout(raw: Any) -> float | None:
@@ -251,6 +260,7 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
     timeout_s = check_timeout(resolved.get("timeout_s"))
     check_token_encoding(resolved.get("token_encoding", "cl100k_base"))
     parse_settings(resolved.get("batch", "auto"), resolved.get("latency_sample", 100))
+    check_plots(resolved.get("plots", "recall"))
     if not isinstance(resolved.get("objective", DEFAULT_OBJECTIVE), str):
         raise ConfigError(f"objective must be a metric name, got {resolved.get('objective')!r}")
 

@@ -122,6 +122,33 @@ def run_plots(scores: RunScores, latency_us: Sequence[int] | None = None) -> dic
     return out
 
 
+#: Config `plots`: "recall" (default) = the recall@K curve as SVG, no matplotlib (~0 s);
+#: "all" (or true) = the three matplotlib PNGs (~1 s: import plus rendering); "none" (or false).
+PLOT_MODES = ("recall", "all", "none")
+
+
+def plot_mode(value: Any) -> str:
+    """The `plots` config value as one of PLOT_MODES (true/false kept for older configs)."""
+    if value is True:
+        return "all"
+    if value is False or value is None:
+        return "none"
+    if isinstance(value, str) and value.lower() in PLOT_MODES:
+        return value.lower()
+    raise ValueError(f"plots must be recall, all or none (or true/false), got {value!r} (e.g. plots=all)")
+
+
+def run_figures(scores: RunScores, latency_us: Sequence[int] | None, mode: str) -> dict[str, bytes]:
+    """The per-run figures `mode` asks for, as {filename: bytes}."""
+    if mode == "none":
+        return {}
+    if mode == "recall":
+        from evalpipe.reporting.svg_plots import recall_curve_svg
+
+        return {"recall_at_k.svg": recall_curve_svg(scores).encode("utf-8")}
+    return run_plots(scores, latency_us)
+
+
 def _as_numbers(values: Sequence[str]) -> list[float] | None:
     try:
         return [float(v) for v in values]
