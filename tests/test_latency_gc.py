@@ -14,7 +14,8 @@ import time
 
 from evalpipe.corpus import Corpus, Unit
 from evalpipe.fixture import Case, Fixture
-from evalpipe.runner import collector_paused, run_cases
+from evalpipe.heap import collector_paused
+from evalpipe.runner import run_cases
 from evalpipe.scoring import score_results
 
 

@@ -23,6 +23,7 @@ from evalpipe import __version__, signals
 from evalpipe.batching import run_search
 from evalpipe.errors import EvalpipeError
 from evalpipe.fixture import Fixture
+from evalpipe.heap import freeze_startup_heap
 from evalpipe.judge.run import build_judge, run_judge
 from evalpipe.outcome import RunNotMeasured, error_note, unknown_ids, verdict
 from evalpipe.reporting.headline import NOTE_TAG, run_description
@@ -313,6 +314,7 @@ def evaluate(cfg: DictConfig) -> float:
             tracker, experiment_id = tracking.open_experiment(cfg.tracking.uri, experiment)
         except EvalpipeError as exc:
             fail(str(exc))
+        freeze_startup_heap()  # MLflow's import heap: no later collection (or the exit) walks it again
         from evalpipe.reporting import links
 
         links.prepare_experiment(tracker.client, experiment_id, ks, objective)

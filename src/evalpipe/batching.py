@@ -30,9 +30,10 @@ import numpy as np
 
 from evalpipe.errors import EvalpipeError
 from evalpipe.fixture import Case, Fixture
+from evalpipe.heap import collector_paused
 from evalpipe.rankers.base import Hit
 from evalpipe.results import CaseResult
-from evalpipe.runner import as_hits, collector_paused, finish_case, run_case, run_cases
+from evalpipe.runner import as_hits, finish_case, run_case, run_cases
 
 #: Most cases per `search_batch` call.
 MAX_BATCH = 256

@@ -6,19 +6,18 @@ those into metrics is `scoring`'s job, so a logged run can be re-scored later.
 
 from __future__ import annotations
 
-import gc
 import math
 import numbers
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalpipe.corpus import Corpus
 from evalpipe.fixture import Case, Fixture
+from evalpipe.heap import collector_paused
 from evalpipe.rankers.base import Hit, RankerUnavailable
 from evalpipe.results import CaseResult
 from evalpipe.timeouts import SearchTimeout, call_with_timeout
@@ -218,32 +217,3 @@ def run_cases(
             results.append(run_case(ranker, case, k, fixture.corpus, count_tokens, timeout_s))
             between_queries()
     return results
-
-
-@contextmanager
-def collector_paused() -> Iterator[Callable[[], None]]:
-    """Keep Python's cyclic garbage collector out of the timed queries.
-
-    A collection is a process-wide pause: one landing inside a query is charged to
-    that query's latency (the first query after importing MLflow used to read ~190 ms
-    for ~2 ms of work). Inside this block the objects that already exist are frozen
-    (`gc.freeze`: no collection scans them) and automatic collection is off; the
-    function yielded collects the young generations when they fill up, and the
-    runner calls it *between* queries, outside any timed window, so memory stays
-    bounded while no query is ever paused. Both are undone on exit.
-    """
-    was_enabled = gc.isenabled()
-    threshold = max(gc.get_threshold()[0], 1)
-    gc.freeze()
-    gc.disable()
-
-    def between_queries() -> None:
-        if gc.get_count()[0] >= threshold:
-            gc.collect(1)  # young generations only: the frozen heap is not traversed
-
-    try:
-        yield between_queries
-    finally:
-        gc.unfreeze()
-        if was_enabled:
-            gc.enable()
