@@ -3,7 +3,7 @@
     python scripts/bench_perf.py                          # all sections, current code
     python scripts/bench_perf.py --baseline-src /path/to/old/src   # also time an older checkout: before/after
     python scripts/bench_perf.py --sections scoring --sizes 10000 100000
-    python scripts/bench_perf.py --sections int8 --int8-docs 500 --full-ndcg      # + nDCG@10 on all of SciFact
+    python scripts/bench_perf.py --sections int8 --int8-docs 500 --full-ndcg   # + nDCG@10, all of SciFact
 
 Sections (each prints a table of wall times and ratios):
 
@@ -93,8 +93,16 @@ def wall(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
 
 def evalpipe_cmd(work: Path, *args: str) -> list[str]:
     uri = f"sqlite:///{work / 'mlflow.db'}"
-    return [sys.executable, "-m", "evalpipe", f"tracking.uri={uri}", f"hydra.run.dir={work / 'out'}",
-            f"hydra.sweep.dir={work / 'multirun'}", "progress=false", *args]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "evalpipe",
+        f"tracking.uri={uri}",
+        f"hydra.run.dir={work / 'out'}",
+        f"hydra.sweep.dir={work / 'multirun'}",
+        "progress=false",
+        *args,
+    ]
 
 
 def interleaved(variants: dict[str, tuple[list[str], dict[str, str]]], repeat: int) -> dict[str, float]:
@@ -117,29 +125,37 @@ def codebases(args: argparse.Namespace) -> dict[str, Path | None]:
 
 
 def section_run(args: argparse.Namespace, tmp: Path) -> None:
-    if not SCIFACT.is_dir():
-        print(f"\n(run: {SCIFACT} not found, skipped)")
+    if not args.scifact.is_dir():
+        print(f"\n(run: {args.scifact} not found, skipped)")
         return
     variants: dict[str, tuple[list[str], dict[str, str]]] = {
-        "bare bm25s": ([sys.executable, "-c", BARE_BM25S, str(SCIFACT)], env_for(None))
+        "bare bm25s": ([sys.executable, "-c", BARE_BM25S, str(args.scifact)], env_for(None))
     }
     for label, src in codebases(args).items():
         work = tmp / f"run-{label}"
         env = env_for(src)
         wall(evalpipe_cmd(work, "run_name=warmup"), env)  # creates the store: not what a run costs
-        variants[f"scifact bm25 ({label})"] = (evalpipe_cmd(work, "+bench=scifact", "ranker=bm25_prose"), env)
+        scifact = evalpipe_cmd(work, "+bench=scifact", f"fixture.path={args.scifact}", "ranker=bm25_prose")
+        variants[f"scifact bm25 ({label})"] = (scifact, env)
         variants[f"gold bm25 ({label})"] = (evalpipe_cmd(work), env)
     before = load()
     med = interleaved(variants, args.repeat)
     bare = med["bare bm25s"]
-    rows = [[name, f"{t:.2f}", f"{t / bare:.2f}x" if "scifact" in name or name == "bare bm25s" else ""]
-            for name, t in med.items()]  # fmt: skip
+    rows = [
+        [name, f"{t:.2f}", f"{t / bare:.2f}x" if "scifact" in name or name == "bare bm25s" else ""]
+        for name, t in med.items()
+    ]
     if "gold bm25 (before)" in med:
-        rows.append(["gold bm25: now / before", "", f"{med['gold bm25 (now)'] / med['gold bm25 (before)']:.2f}x"])
+        rows.append(
+            ["gold bm25: now / before", "", f"{med['gold bm25 (now)'] / med['gold bm25 (before)']:.2f}x"]
+        )
         ratio = med["scifact bm25 (now)"] / med["scifact bm25 (before)"]
         rows.append(["scifact bm25: now / before", "", f"{ratio:.2f}x"])
-    table(f"Whole run vs bare bm25s (median of {args.repeat}; {before} -> {load()})",
-          ["command", "wall s", "vs bare bm25s"], rows)  # fmt: skip
+    table(
+        f"Whole run vs bare bm25s (median of {args.repeat}; {before} -> {load()})",
+        ["command", "wall s", "vs bare bm25s"],
+        rows,
+    )
 
 
 SCORING_WORKER = r"""
@@ -168,8 +184,9 @@ out = {}
 if "evaluate" in which:
     t = time.perf_counter(); metrics.evaluate(ranked, qrels, ks); out["evaluate"] = time.perf_counter() - t
 if "score_results" in which:
-    results = [CaseResult(f"q{i}", "t", "q", qrels[i], tuple(Hit(d, float(100 - r)) for r, d in enumerate(ids)),
-               100, 10) for i, ids in enumerate(ranked)]
+    results = [CaseResult(f"q{i}", "t", "q", qrels[i],
+                          tuple(Hit(d, float(100 - r)) for r, d in enumerate(ids)), 100, 10)
+               for i, ids in enumerate(ranked)]
     t = time.perf_counter(); score_results(results, ks); out["score_results"] = time.perf_counter() - t
     del results
 run = {f"q{i}": {d: float(100 - r) for r, d in enumerate(ids)} for i, ids in enumerate(ranked)}
@@ -177,14 +194,16 @@ qr = {f"q{i}": q for i, q in enumerate(qrels)}
 if "pytrec_eval" in which:
     import pytrec_eval
     cut = ",".join(map(str, ks))
-    measures = {f"ndcg_cut.{cut}", f"map_cut.{cut}", f"P.{cut}", f"recall.{cut}", f"success.{cut}", "recip_rank"}
+    measures = {f"ndcg_cut.{cut}", f"map_cut.{cut}", f"P.{cut}", f"recall.{cut}", f"success.{cut}"}
+    measures.add("recip_rank")
     t = time.perf_counter()
     pytrec_eval.RelevanceEvaluator(qr, measures).evaluate(run)
     out["pytrec_eval"] = time.perf_counter() - t
 if "ranx" in which:
     from ranx import Qrels, Run, evaluate
     names_ = [f"{m}@{k}" for k in ks for m in ("ndcg", "map", "precision", "recall", "hit_rate", "mrr")]
-    evaluate(Qrels.from_dict({"a": {"x": 1}}), Run.from_dict({"a": {"x": 1.0, "y": 0.5}}), names_)  # JIT warm-up
+    # numba JIT warm-up, not timed
+    evaluate(Qrels.from_dict({"a": {"x": 1}}), Run.from_dict({"a": {"x": 1.0, "y": 0.5}}), names_)
     t = time.perf_counter()
     evaluate(Qrels.from_dict(qr), Run.from_dict(run), names_)
     out["ranx"] = time.perf_counter() - t
@@ -199,8 +218,13 @@ def section_scoring(args: argparse.Namespace, tmp: Path) -> None:
         got: dict[str, float] = {}
         for label, src in codebases(args).items():
             which = "evaluate,score_results" + (",pytrec_eval,ranx" if label == "now" else "")
-            proc = subprocess.run([sys.executable, "-c", SCORING_WORKER, str(n), which], env=env_for(src),
-                                  capture_output=True, text=True, timeout=3600)  # fmt: skip
+            proc = subprocess.run(
+                [sys.executable, "-c", SCORING_WORKER, str(n), which],
+                env=env_for(src),
+                capture_output=True,
+                text=True,
+                timeout=3600,
+            )
             if proc.returncode != 0:
                 raise SystemExit(f"bench_perf: scoring worker failed:\n{proc.stderr[-2000:]}")
             for name, seconds in json.loads(proc.stdout.strip().splitlines()[-1]).items():
@@ -209,12 +233,23 @@ def section_scoring(args: argparse.Namespace, tmp: Path) -> None:
         for name in ("evaluate", "score_results", "evaluate (before)", "score_results (before)"):
             if name in got:
                 t = got[name]
-                rows.append([f"{n:,}", name, f"{t:.2f}", f"{t / trec:.2f}x", f"{t / ranx:.2f}x",
-                             f"{t / got['evaluate']:.2f}x"])  # fmt: skip
+                rows.append(
+                    [
+                        f"{n:,}",
+                        name,
+                        f"{t:.2f}",
+                        f"{t / trec:.2f}x",
+                        f"{t / ranx:.2f}x",
+                        f"{t / got['evaluate']:.2f}x",
+                    ]
+                )
         rows.append([f"{n:,}", "pytrec_eval", f"{trec:.2f}", "1.00x", f"{trec / ranx:.2f}x", ""])
         rows.append([f"{n:,}", "ranx (dicts in)", f"{ranx:.2f}", f"{ranx / trec:.2f}x", "1.00x", ""])
-    table(f"Scoring N queries x 100 results, ks 1,5,10,20,100 ({before} -> {load()})",
-          ["queries", "engine", "s", "vs pytrec_eval", "vs ranx", "vs evaluate"], rows)  # fmt: skip
+    table(
+        f"Scoring N queries x 100 results, ks 1,5,10,20,100 ({before} -> {load()})",
+        ["queries", "engine", "s", "vs pytrec_eval", "vs ranx", "vs evaluate"],
+        rows,
+    )
 
 
 def section_sweep(args: argparse.Namespace, tmp: Path) -> None:
@@ -232,8 +267,11 @@ def section_sweep(args: argparse.Namespace, tmp: Path) -> None:
     for label in codebases(args):
         one, eight = med[f"one gold run ({label})"], med[f"8-point sweep ({label})"]
         rows.append([label, f"{one:.2f}", f"{eight:.2f}", f"{eight / one:.2f}x"])
-    table(f"Sequential 8-point BM25 sweep on gold vs one run (median of {args.repeat}; {before} -> {load()})",
-          ["code", "one run s", "sweep s", "sweep / one run"], rows)  # fmt: skip
+    table(
+        f"Sequential 8-point BM25 sweep on gold vs one run (median of {args.repeat}; {before} -> {load()})",
+        ["code", "one run s", "sweep s", "sweep / one run"],
+        rows,
+    )
 
 
 def section_int8(args: argparse.Namespace, tmp: Path) -> None:
@@ -243,11 +281,11 @@ def section_int8(args: argparse.Namespace, tmp: Path) -> None:
     from evalpipe.corpus import Unit
     from evalpipe.rankers.semantic import SemanticRanker, render_unit
 
-    if not SCIFACT.is_dir():
-        print(f"\n(int8: {SCIFACT} not found, skipped)")
+    if not args.scifact.is_dir():
+        print(f"\n(int8: {args.scifact} not found, skipped)")
         return
     units = []
-    with gzip.open(SCIFACT / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+    with gzip.open(args.scifact / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
         for line in fh:
             d = json.loads(line)
             units.append(Unit(d["_id"], "document", d.get("title", ""), d.get("text", "")))
@@ -270,14 +308,26 @@ def section_int8(args: argparse.Namespace, tmp: Path) -> None:
     for q in rankers:
         t = statistics.median(seconds[q])
         cos = (vectors[None] * vectors[q]).sum(axis=1)
-        rows.append([q or "fp32", f"{len(texts) / t:.1f}", f"{fp32 / t:.2f}x", f"{cos.mean():.5f}", f"{cos.min():.5f}"])
-    table(f"Embedding {len(texts)} SciFact docs (max_seq_length 256, median of {args.repeat}; {before} -> {load()})",
-          ["precision", "docs/s", "speed-up", "cosine mean", "cosine min"], rows)  # fmt: skip
+        rows.append(
+            [
+                q or "fp32",
+                f"{len(texts) / t:.1f}",
+                f"{fp32 / t:.2f}x",
+                f"{cos.mean():.5f}",
+                f"{cos.min():.5f}",
+            ]
+        )
+    table(
+        f"Embedding {len(texts)} SciFact docs (max_seq_length 256, median of {args.repeat}; "
+        f"{before} -> {load()})",
+        ["precision", "docs/s", "speed-up", "cosine mean", "cosine min"],
+        rows,
+    )
     if args.full_ndcg:
-        full_ndcg(tmp)
+        full_ndcg(args.scifact)
 
 
-def full_ndcg(tmp: Path) -> None:
+def full_ndcg(scifact: Path) -> None:
     """nDCG@10 on all of SciFact per precision, through the same code as the CLI (embeddings cached)."""
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
@@ -291,7 +341,9 @@ def full_ndcg(tmp: Path) -> None:
     counter = get_token_counter()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         for q in ("null", "int8", "int8_all"):
-            cfg = compose("config", overrides=["+bench=scifact", "ranker=semantic", f"ranker.quantize={q}"])
+            overrides = ["+bench=scifact", f"fixture.path={scifact}", "ranker=semantic"]
+            overrides.append(f"ranker.quantize={q}")
+            cfg = compose("config", overrides=overrides)
             fixture = instantiate(cfg.fixture)
             prepared = prepare_ranker(instantiate(cfg.ranker), fixture.corpus)
             if prepared.skipped:
@@ -299,13 +351,22 @@ def full_ndcg(tmp: Path) -> None:
             results, _ = run_search(prepared.ranker, fixture, max(cfg.ks), counter.count, batch=True)
             scores = score_results(results, list(cfg.ks))
             stats = prepared.ranker.stats()
-            rows.append([q if q != "null" else "fp32", f"{scores.metric('ndcg_at_10'):.5f}",
-                         f"{stats['embed_seconds']:.0f}", str(stats["cache_hit"])])  # fmt: skip
+            rows.append(
+                [
+                    q if q != "null" else "fp32",
+                    f"{scores.metric('ndcg_at_10'):.5f}",
+                    f"{stats['embed_seconds']:.0f}",
+                    str(stats["cache_hit"]),
+                ]
+            )
     base = float(rows[0][1])
     for row in rows:
         row.append(f"{float(row[1]) - base:+.5f}")
-    table(f"nDCG@10 on SciFact (5,183 docs, 300 queries; {before} -> {load()})",
-          ["precision", "nDCG@10", "embed s", "cache hit", "vs fp32"], rows)  # fmt: skip
+    table(
+        f"nDCG@10 on SciFact (5,183 docs, 300 queries; {before} -> {load()})",
+        ["precision", "nDCG@10", "embed s", "cache hit", "vs fp32"],
+        rows,
+    )
 
 
 SECTIONS = {"run": section_run, "scoring": section_scoring, "sweep": section_sweep, "int8": section_int8}
@@ -316,10 +377,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS))
     parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions per timing (median)")
     parser.add_argument("--baseline-src", help="another checkout's src/ to time the same commands with")
-    parser.add_argument("--sizes", nargs="+", type=int, default=[10_000, 100_000], help="scoring: query counts")
+    parser.add_argument(
+        "--sizes", nargs="+", type=int, default=[10_000, 100_000], help="scoring: query counts"
+    )
     parser.add_argument("--int8-docs", type=int, default=500, help="int8: SciFact documents embedded")
     parser.add_argument("--full-ndcg", action="store_true", help="int8: also nDCG@10 on all of SciFact")
+    parser.add_argument("--scifact", type=Path, default=SCIFACT, help=f"BEIR SciFact directory ({SCIFACT})")
     args = parser.parse_args(argv)
+    args.scifact = args.scifact.resolve()
     print(f"# bench_perf on {os.cpu_count()} CPUs, {load()}, python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         for name in args.sections:
