@@ -14,7 +14,10 @@ import re
 from collections.abc import Iterable
 
 import Stemmer
-from bm25s import stopwords as _sw
+
+from evalpipe.bm25s_loader import import_bm25s
+
+_sw = import_bm25s().stopwords
 
 # bm25s's language codes, so `stopwords: en` means the same list bm25s uses.
 _STOPWORD_LISTS: dict[str, tuple[str, ...]] = {

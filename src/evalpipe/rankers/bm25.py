@@ -11,12 +11,14 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import bm25s
 import numpy as np
 
+from evalpipe.bm25s_loader import import_bm25s
 from evalpipe.corpus import Corpus, Unit
 from evalpipe.rankers.base import BatchScoring, CorpusRanker
 from evalpipe.tokenize import CodeTokenizer
+
+bm25s = import_bm25s()
 
 METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
 FIELDS = ("title", "text", "identifiers", "path")
