@@ -304,4 +304,5 @@ def top_k(
         idx, kept = idx[near], kept[near]
     # lexsort: last key is primary -> sort by -score, then by row index.
     order = idx[np.lexsort((idx, -kept))][:k]
-    return [Hit(corpus.ids[i], float(scores[i])) for i in order]
+    ids = corpus.ids
+    return [Hit(ids[i], s) for i, s in zip(order.tolist(), scores[order].tolist(), strict=True)]

@@ -164,14 +164,17 @@ class BM25Ranker(BatchScoring, CorpusRanker):
         rows = [i for i, ids in enumerate(term_ids) if ids.size]
         if not rows:
             return out
-        targets, weights = [], []
-        for slot, i in enumerate(rows):
-            for tid in term_ids[i]:
-                start, end = indptr[tid], indptr[tid + 1]
-                targets.append(indices[start:end].astype(np.int64) + slot * n_docs)
-                weights.append(data[start:end])
+        # Every (query, term) pair's postings slice, in query order then term order, gathered
+        # with array arithmetic: position p of pair j is starts[j] + (p - first output slot of j).
+        tids = np.concatenate([term_ids[i] for i in rows])
+        slots = np.repeat(np.arange(len(rows), dtype=np.int64), [term_ids[i].size for i in rows])
+        starts = np.asarray(indptr[tids], dtype=np.int64)
+        lengths = np.asarray(indptr[tids + 1], dtype=np.int64) - starts
+        offsets = np.cumsum(lengths) - lengths
+        postings = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - offsets, lengths)
+        targets = indices[postings].astype(np.int64) + np.repeat(slots * n_docs, lengths)
         flat = np.zeros(len(rows) * n_docs, dtype=dtype)
-        np.add.at(flat, np.concatenate(targets), np.concatenate(weights))
+        np.add.at(flat, targets, data[postings])
         block = flat.reshape(len(rows), n_docs)
         nonoccurrence = getattr(model, "nonoccurrence_array", None)
         for slot, i in enumerate(rows):
