@@ -186,5 +186,6 @@ def test_cli_logs_the_search_mode_and_rejects_a_bad_batch_value(tmp_path: Path):
     client = MlflowClient(tracking_uri=uri)
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert run.data.tags["evalpipe.search_mode"] == "batched"
-    assert run.data.metrics["search_batched"] == 1.0 and run.data.metrics["latency_timed_cases"] == 2.0
+    assert run.data.metrics["cost/search_batched"] == 1.0
+    assert run.data.metrics["cost/latency_timed_cases"] == 2.0
     assert run.data.metrics["recall_at_1"] == 1.0

@@ -33,6 +33,8 @@ COST = (
     "latency_p50_us",
     "latency_p95_us",
     "latency_max_us",
+    "latency_timed_cases",
+    "search_batched",
     "mean_tokens_returned",
     "index_build_seconds",
     "eval_seconds",
