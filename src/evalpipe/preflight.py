@@ -264,7 +264,9 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
     if not isinstance(resolved.get("objective", DEFAULT_OBJECTIVE), str):
         raise ConfigError(f"objective must be a metric name, got {resolved.get('objective')!r}")
 
-    fixture = build(cfg.fixture, "fixture")
+    from evalpipe import fixture_memo
+
+    fixture = fixture_memo.load_once(resolved["fixture"], lambda: build(cfg.fixture, "fixture"))
     if not isinstance(fixture, Fixture):
         raise ConfigError(f"fixture._target_ built a {type(fixture).__name__}, not a Fixture")
     ranker = build(cfg.ranker, "ranker")
