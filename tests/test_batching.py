@@ -189,3 +189,23 @@ def test_cli_logs_the_search_mode_and_rejects_a_bad_batch_value(tmp_path: Path):
     assert run.data.metrics["cost/search_batched"] == 1.0
     assert run.data.metrics["cost/latency_timed_cases"] == 2.0
     assert run.data.metrics["recall_at_1"] == 1.0
+
+
+def test_a_k1_b_sweep_tokenizes_the_corpus_once(monkeypatch):
+    corpus = _random_corpus(9, 40)
+    calls = []
+    real = BM25Ranker.tokenize_unit
+
+    def counting(self, unit):
+        calls.append(unit.id)
+        return real(self, unit)
+
+    monkeypatch.setattr(BM25Ranker, "tokenize_unit", counting)
+    a, b = BM25Ranker(k1=0.9, b=0.4), BM25Ranker(k1=1.2, b=0.75)
+    a.prepare(corpus)
+    b.prepare(corpus)
+    assert len(calls) == 40  # the second index reused the tokens
+    assert a.search("w1 w2", 5) != b.search("w1 w2", 5) or a._bm25 is not b._bm25
+    c = BM25Ranker(stopwords=None)  # other tokenizer settings: tokenized anew
+    c.prepare(corpus)
+    assert len(calls) == 80

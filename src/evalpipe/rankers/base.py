@@ -77,9 +77,15 @@ def _key_part(value: Any) -> Any:
     return f"{type(value).__qualname__}@{id(value)}"  # unknown objects never share an index
 
 
+#: Other per-process memos of index inputs (bm25's tokenized corpora), cleared with the indexes.
+BUILD_MEMOS: list[Any] = []
+
+
 def clear_built_cache() -> None:
     """Forget every memoised index (tests use this to measure builds in isolation)."""
     _BUILT.clear()
+    for memo in BUILD_MEMOS:
+        memo.clear()
 
 
 def _check_kinds(ranker: str, signature: Any, args: Mapping[str, Any]) -> None:

@@ -8,6 +8,7 @@ let `CorpusRanker.search` mask and rank it.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -15,10 +16,15 @@ import numpy as np
 
 from evalpipe.bm25s_loader import import_bm25s
 from evalpipe.corpus import Corpus, Unit
-from evalpipe.rankers.base import BatchScoring, CorpusRanker
+from evalpipe.rankers.base import BUILD_MEMOS, BatchScoring, CorpusRanker
 from evalpipe.tokenize import CodeTokenizer
 
 bm25s = import_bm25s()
+
+#: Tokenized corpora kept per process (see BM25Ranker._tokenized); a few, as corpora can be large.
+TOKENIZED_CACHE_SIZE = 2
+_TOKENIZED: OrderedDict[tuple, tuple[list[list[int]], dict[str, int]]] = OrderedDict()
+BUILD_MEMOS.append(_TOKENIZED)
 
 METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
 FIELDS = ("title", "text", "identifiers", "path")
@@ -101,12 +107,29 @@ class BM25Ranker(BatchScoring, CorpusRanker):
             tokens.extend(self.tokenizer(text))
         return tokens
 
-    def _build(self, corpus: Corpus) -> None:
-        start = time.perf_counter()
+    def _tokenized(self, corpus: Corpus) -> tuple[list[list[int]], dict[str, int]]:
+        """(term ids per unit, vocabulary), shared by every BM25Ranker in the process that
+        tokenizes the same corpus the same way: a k1/b sweep re-tokenizes nothing."""
+        tok = self.tokenizer
+        key = (type(self).__qualname__, tok.stemmer_name, tuple(sorted(tok.stopwords)), tok.code_aware)
+        key += (self.fields, corpus.sha256)
+        hit = _TOKENIZED.get(key)
+        if hit is not None:
+            _TOKENIZED.move_to_end(key)
+            return hit
         vocab: dict[str, int] = {}
         doc_ids: list[list[int]] = []
         for unit in corpus:
             doc_ids.append([vocab.setdefault(t, len(vocab)) for t in self.tokenize_unit(unit)])
+        _TOKENIZED[key] = (doc_ids, vocab)
+        while len(_TOKENIZED) > TOKENIZED_CACHE_SIZE:
+            _TOKENIZED.popitem(last=False)
+        return doc_ids, vocab
+
+    def _build(self, corpus: Corpus) -> None:
+        start = time.perf_counter()
+        doc_ids, vocab = self._tokenized(corpus)
+        vocab = dict(vocab)  # bm25s keeps the mapping it is given: each index gets its own
         self._vocab = vocab
         self._bm25 = None
         if vocab:  # bm25s cannot index an empty vocabulary; every query then scores 0
