@@ -288,6 +288,10 @@ def section_int8(args: argparse.Namespace, tmp: Path) -> None:
     if not args.scifact.is_dir():
         print(f"\n(int8: {args.scifact} not found, skipped)")
         return
+    if args.int8_docs <= 0:  # only the full-set nDCG
+        if args.full_ndcg is not None:
+            full_ndcg(args.scifact, args.full_ndcg)
+        return
     units = []
     with gzip.open(args.scifact / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
         for line in fh:
@@ -337,12 +341,13 @@ def section_int8(args: argparse.Namespace, tmp: Path) -> None:
         ["precision", "docs/s", "speed-up", "cosine mean", "cosine min"],
         rows,
     )
-    if args.full_ndcg:
-        full_ndcg(args.scifact)
+    if args.full_ndcg is not None:
+        full_ndcg(args.scifact, args.full_ndcg)
 
 
-def full_ndcg(scifact: Path) -> None:
-    """nDCG@10 on all of SciFact per precision, through the same code as the CLI (embeddings cached)."""
+def full_ndcg(scifact: Path, precisions: list[str]) -> None:
+    """nDCG@10 on all of SciFact per precision, through the same code as the CLI (embeddings cached).
+    Each row is printed as soon as it is measured (a cold int8 pass takes minutes)."""
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
@@ -351,10 +356,12 @@ def full_ndcg(scifact: Path) -> None:
     from evalpipe.scoring import score_results
     from evalpipe.tokens import get_token_counter
 
-    rows, before = [], load()
     counter = get_token_counter()
+    print(f"\n### nDCG@10 on SciFact (5,183 docs, 300 queries; {load()})\n")
+    print("| precision | nDCG@10 | vs fp32 | embed s | cache hit |\n|---|---|---|---|---|")
+    base = None
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        for q in ("null", "int8", "int8_all"):
+        for q in precisions:
             overrides = ["+bench=scifact", f"fixture.path={scifact}", "ranker=semantic"]
             overrides.append(f"ranker.quantize={q}")
             cfg = compose("config", overrides=overrides)
@@ -363,24 +370,14 @@ def full_ndcg(scifact: Path) -> None:
             if prepared.skipped:
                 raise SystemExit(f"bench_perf: semantic ranker skipped: {prepared.skipped}")
             results, _ = run_search(prepared.ranker, fixture, max(cfg.ks), counter.count, batch=True)
-            scores = score_results(results, list(cfg.ks))
+            ndcg = score_results(results, list(cfg.ks)).metric("ndcg_at_10")
+            base = ndcg if base is None else base
             stats = prepared.ranker.stats()
-            rows.append(
-                [
-                    q if q != "null" else "fp32",
-                    f"{scores.metric('ndcg_at_10'):.5f}",
-                    f"{stats['embed_seconds']:.0f}",
-                    str(stats["cache_hit"]),
-                ]
-            )
-    base = float(rows[0][1])
-    for row in rows:
-        row.append(f"{float(row[1]) - base:+.5f}")
-    table(
-        f"nDCG@10 on SciFact (5,183 docs, 300 queries; {before} -> {load()})",
-        ["precision", "nDCG@10", "embed s", "cache hit", "vs fp32"],
-        rows,
-    )
+            name = q if q != "null" else "fp32"
+            cells = [name, f"{ndcg:.5f}", f"{ndcg - base:+.5f}", f"{stats['embed_seconds']:.0f}"]
+            print("| " + " | ".join([*cells, str(stats["cache_hit"])]) + " |")
+            sys.stdout.flush()
+    print(f"\n({load()})")
 
 
 SECTIONS = {"run": section_run, "scoring": section_scoring, "sweep": section_sweep, "int8": section_int8}
@@ -395,10 +392,17 @@ def main(argv: list[str] | None = None) -> int:
         "--sizes", nargs="+", type=int, default=[10_000, 100_000], help="scoring: query counts"
     )
     parser.add_argument("--int8-docs", type=int, default=500, help="int8: SciFact documents embedded")
-    parser.add_argument("--full-ndcg", action="store_true", help="int8: also nDCG@10 on all of SciFact")
+    parser.add_argument(
+        "--full-ndcg",
+        nargs="*",
+        metavar="PRECISION",
+        help="int8: also nDCG@10 on all of SciFact for these (default null int8 int8_all; fp32 first)",
+    )
     parser.add_argument("--scifact", type=Path, default=SCIFACT, help=f"BEIR SciFact directory ({SCIFACT})")
     args = parser.parse_args(argv)
     args.scifact = args.scifact.resolve()
+    if args.full_ndcg is not None:
+        args.full_ndcg = ["null", *[q for q in args.full_ndcg or ["int8", "int8_all"] if q != "null"]]
     print(f"# bench_perf on {os.cpu_count()} CPUs, {load()}, python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         for name in args.sections:
