@@ -63,7 +63,11 @@ def test_collection_never_lands_inside_a_timed_query():
     was_enabled = gc.isenabled()
     try:
         gc.disable()
-        _cyclic_garbage(400_000)  # a collection over these takes far longer than a query
+        _cyclic_garbage(400_000)
+        start = time.perf_counter_ns()
+        gc.collect()  # what one collection of such a heap costs here, now (the yardstick below)
+        pause_us = (time.perf_counter_ns() - start) // 1000
+        _cyclic_garbage(400_000)  # the same heap again, left for the collector
         gc.enable()
         results = run_cases(ranker, _fixture(60), 1, lambda s: 0)
     finally:
@@ -77,8 +81,9 @@ def test_collection_never_lands_inside_a_timed_query():
     true_max = max(ranker.own_us)
     assert len(ranker.own_us) == 60
     # The runner's timed window is the plug-in's call plus turning one ID into a Hit: it can only
-    # exceed the plug-in's own figure by microseconds, never by a collection of 800k objects.
-    assert true_max <= reported_max <= true_max + 20_000
+    # exceed the plug-in's own figure by microseconds, never by a collection of this heap (measured
+    # above on the same machine at the same moment, so the comparison holds under any load).
+    assert true_max <= reported_max < true_max + pause_us / 2
 
 
 def test_collector_state_is_restored_and_young_garbage_still_collected():
