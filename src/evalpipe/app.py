@@ -181,7 +181,14 @@ def measure(
         start = time.perf_counter()
         batch, sample = cfg.get("batch", "auto"), cfg.get("latency_sample", 100)
         _, plan = run_search(
-            prepared.ranker, fixture, max(ks), count_tokens, progress, batch, sample, into=results,
+            prepared.ranker,
+            fixture,
+            max(ks),
+            count_tokens,
+            progress,
+            batch,
+            sample,
+            into=results,
             timeout_s=timeout_s,
         )
         figures["eval_seconds"] = time.perf_counter() - start
