@@ -165,10 +165,10 @@ def section_run(args: argparse.Namespace, tmp: Path) -> None:
 SCORING_WORKER = r"""
 import json, sys, time
 import numpy as np
-from evalpipe import metrics
+from evalpipe.scoring import metrics
 from evalpipe.rankers.base import Hit
-from evalpipe.results import CaseResult
-from evalpipe.scoring import score_results
+from evalpipe.scoring.results import CaseResult
+from evalpipe.scoring.run import score_results
 
 n, which = int(sys.argv[1]), sys.argv[2].split(",")
 rng = np.random.default_rng(0)
@@ -353,8 +353,8 @@ def full_ndcg(scifact: Path, precisions: list[str]) -> None:
 
     from evalpipe.batching import run_search
     from evalpipe.runner import prepare_ranker
-    from evalpipe.scoring import score_results
-    from evalpipe.tokens import get_token_counter
+    from evalpipe.scoring.run import score_results
+    from evalpipe.scoring.tokens import get_token_counter
 
     counter = get_token_counter()
     print(f"\n### nDCG@10 on SciFact (5,183 docs, 300 queries; {load()})\n")

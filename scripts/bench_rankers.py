@@ -25,8 +25,8 @@ from evalpipe.paths import PROJECT_ROOT
 from evalpipe.rankers.hybrid import clear_hits_cache
 from evalpipe.reporting.report import ReportRow, markdown_report, markdown_table
 from evalpipe.runner import prepare_ranker, run_cases
-from evalpipe.scoring import score_results
-from evalpipe.tokens import get_token_counter
+from evalpipe.scoring.run import score_results
+from evalpipe.scoring.tokens import get_token_counter
 
 RANKERS = ["bm25", "bm25f", "exact", "grep", "winnow", "graph", "semantic", "rrf", "hybrid", "code_search"]
 

@@ -14,10 +14,10 @@ import pytest
 from conftest import ROOT, TINY_UNITS
 from evalpipe.batching import SearchSettingError, parse_settings, plan_search, run_search, sample_indices
 from evalpipe.corpus import Corpus, Unit
-from evalpipe.fixture import Case, Fixture
+from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.rankers.bm25 import METHODS, BM25Ranker
 from evalpipe.runner import run_cases
-from evalpipe.scoring import score_results
+from evalpipe.scoring.run import score_results
 
 WORDS = [f"w{i}" for i in range(120)]
 

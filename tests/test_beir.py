@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import shared_dataset
-from evalpipe.beir import load_beir, load_trec
-from evalpipe.errors import FixtureError
+from evalpipe.inputs.beir import load_beir, load_trec
+from evalpipe.safety.errors import FixtureError
 
 DOCS = [
     {"_id": "d1", "title": "Cats", "text": "Cats purr and sleep."},
@@ -91,10 +91,10 @@ def test_bm25_run_metrics_equal_trec_eval(name, tmp_path):
     import pytrec_eval
 
     from evalpipe.app import trec_run_text
+    from evalpipe.inputs.trec import read_trec_run
     from evalpipe.rankers.bm25 import BM25Ranker
     from evalpipe.runner import prepare_ranker, run_cases
-    from evalpipe.scoring import score_results
-    from evalpipe.trec import read_trec_run
+    from evalpipe.scoring.run import score_results
 
     fx = load_beir(shared_dataset(name))
     ranker = BM25Ranker(k1=0.9, b=0.4, code_aware=False, fields=["title", "text"])

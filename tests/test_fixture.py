@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.errors import FixtureError
-from evalpipe.fixture import load_fixture
+from evalpipe.inputs.fixture import load_fixture
+from evalpipe.safety.errors import FixtureError
 
 GOOD_CASES = """\
   - id: c1

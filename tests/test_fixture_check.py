@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from evalpipe.fixture import load_fixture
 from evalpipe.fixture_check.ambiguity import AmbiguityFinder
 from evalpipe.fixture_check.check import check_fixture
 from evalpipe.fixture_check.leakage import query_identifiers, spellings
 from evalpipe.fixture_check.summary import difficulty_metrics
 from evalpipe.fixture_check.thresholds import apply_overrides, thresholds_for
 from evalpipe.fixture_check.words import content_words, longest_shared_run
+from evalpipe.inputs.fixture import load_fixture
 from evalpipe.rankers.bm25 import BM25Ranker
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_UNITS
-from evalpipe import fixture_memo
-from evalpipe.fixture import load_fixture
+from evalpipe.inputs import fixture_memo
+from evalpipe.inputs.fixture import load_fixture
 
 FIXTURE = """\
 name: tiny

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.errors import FixtureError
-from evalpipe.fixture import load_fixture
+from evalpipe.inputs.fixture import load_fixture
+from evalpipe.safety.errors import FixtureError
 
 UNITS = [
     {"id": "cmd/root.go", "kind": "module", "path": "cmd/root.go", "language": "go"},

@@ -17,9 +17,9 @@ from evalpipe.judge.prompt import load_prompt
 from evalpipe.judge.run import run_judge
 from evalpipe.judge.settings import JudgeSettings
 from evalpipe.rankers.base import Hit
-from evalpipe.results import CaseResult
-from evalpipe.scoring import score_results
-from evalpipe.tokens import get_token_counter
+from evalpipe.scoring.results import CaseResult
+from evalpipe.scoring.run import score_results
+from evalpipe.scoring.tokens import get_token_counter
 from judge_server import JudgeServer
 
 COUNT = get_token_counter().count

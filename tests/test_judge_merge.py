@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, TINY_UNITS
-from evalpipe.errors import EvalpipeError
-from evalpipe.fixture import load_fixture
+from evalpipe.inputs.fixture import load_fixture
 from evalpipe.judge.merge import merge
+from evalpipe.safety.errors import EvalpipeError
 
 FIXTURE = """\
 # The tiny fixture: comments and layout must survive a merge.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from evalpipe.errors import EvalpipeError
 from evalpipe.judge.calibration import agreement
 from evalpipe.judge.judged_metrics import judged_scores
 from evalpipe.judge.pairs import calibration_pairs, rescue_pairs
@@ -12,9 +11,10 @@ from evalpipe.judge.prompt import excerpt, load_prompt
 from evalpipe.judge.settings import JudgeSettings
 from evalpipe.judge.verdict import MalformedAnswer, parse_answer
 from evalpipe.rankers.base import Hit
-from evalpipe.results import CaseResult
-from evalpipe.scoring import score_results
-from evalpipe.tokens import get_token_counter
+from evalpipe.safety.errors import EvalpipeError
+from evalpipe.scoring.results import CaseResult
+from evalpipe.scoring.run import score_results
+from evalpipe.scoring.tokens import get_token_counter
 
 
 def case(cid, tier, qrels, hits, error=None):

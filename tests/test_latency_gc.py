@@ -13,10 +13,10 @@ import gc
 import time
 
 from evalpipe.corpus import Corpus, Unit
-from evalpipe.fixture import Case, Fixture
 from evalpipe.heap import collector_paused
+from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.runner import run_cases
-from evalpipe.scoring import score_results
+from evalpipe.scoring.run import score_results
 
 
 class SelfTimingRanker:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evalpipe import metrics as m
+from evalpipe.scoring import metrics as m
 
 # Five cases, one per harness edge case; every query is judged binary here.
 RANKED = [

@@ -1,6 +1,6 @@
 """Agreement of every metric with trec_eval (via pytrec_eval), per query and averaged.
 
-trec_eval quirks handled here, not in evalpipe.metrics:
+trec_eval quirks handled here, not in evalpipe.scoring.metrics:
 * it re-sorts each query's run by score descending and breaks ties by docid
   descending (byte order), so our ranked list is built in that order
   (`trec_order`, checked against pytrec_eval in `test_trec_tie_order`);
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalpipe import metrics as m
+from evalpipe.scoring import metrics as m
 
 pytrec_eval = pytest.importorskip("pytrec_eval", reason="pytrec-eval-terrier is not installed (dev extra)")
 

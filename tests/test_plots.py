@@ -9,8 +9,8 @@ import pytest
 
 from evalpipe.rankers.base import Hit
 from evalpipe.reporting.plots import DPI, run_plots, sweep_plots
-from evalpipe.results import CaseResult
-from evalpipe.scoring import score_results
+from evalpipe.scoring.results import CaseResult
+from evalpipe.scoring.run import score_results
 from evalpipe.sweeps.summary import SweepRow
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

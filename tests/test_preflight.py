@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from evalpipe import preflight
-from evalpipe.errors import EvalpipeError, FixtureError
-from evalpipe.fixture import load_fixture
-from evalpipe.input_files import InputFileError, MissingInputError, decode_text, text_lines
-from evalpipe.outcome import EXIT_FAILED, EXIT_SKIPPED, verdict
+from evalpipe.inputs.files import InputFileError, MissingInputError, decode_text, text_lines
+from evalpipe.inputs.fixture import load_fixture
+from evalpipe.inputs.strict_yaml import YAMLFileError, parse
 from evalpipe.rankers.base import Hit
-from evalpipe.results import CaseResult
 from evalpipe.runner import BadResult, as_hits
-from evalpipe.strict_yaml import YAMLFileError, parse
-from evalpipe.timeouts import SearchTimeout, call_with_timeout
+from evalpipe.safety.errors import EvalpipeError, FixtureError
+from evalpipe.safety.timeouts import SearchTimeout, call_with_timeout
+from evalpipe.scoring.outcome import EXIT_FAILED, EXIT_SKIPPED, verdict
+from evalpipe.scoring.results import CaseResult
 
 # -- strict YAML -------------------------------------------------------------------------------------------
 

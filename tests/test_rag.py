@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evalpipe.corpus import Unit
-from evalpipe.rag import Candidate, RagLabel, RagResult, aggregate_rag, score_case, to_candidate
+from evalpipe.scoring.rag import Candidate, RagLabel, RagResult, aggregate_rag, score_case, to_candidate
 
 LABEL = RagLabel(
     expected_documents=("guide",),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalpipe.metrics import relevance_matrix
+from evalpipe.scoring.metrics import relevance_matrix
 
 
 def _reference(ranked, qrels, depth):

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from evalpipe.corpus import Corpus, Unit
-from evalpipe.rankers.base import Hit
-from evalpipe.rankers.runfile import RunFileRanker
-from evalpipe.trec import (
+from evalpipe.inputs.trec import (
     TrecFormatError,
     read_jsonl_run,
     read_trec_qrels,
     read_trec_run,
     write_trec_run,
 )
+from evalpipe.rankers.base import Hit
+from evalpipe.rankers.runfile import RunFileRanker
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

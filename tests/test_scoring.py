@@ -6,8 +6,8 @@ import pytest
 
 from evalpipe.corpus import Unit
 from evalpipe.rankers.base import Hit
-from evalpipe.results import CaseResult
-from evalpipe.scoring import flat_metrics, score_results
+from evalpipe.scoring.results import CaseResult
+from evalpipe.scoring.run import flat_metrics, score_results
 
 UNITS = {
     "a.md#x": Unit("a.md#x", "section", metadata={"document_id": "a.md", "section": "x"}),

@@ -1,6 +1,6 @@
 """Secrets never reach a file, the store or the terminal.
 
-Unit checks of the rule (`evalpipe.secrets`), then real processes with unique secret values given
+Unit checks of the rule (`evalpipe.safety.secrets`), then real processes with unique secret values given
 as a plug-in ranker's `api_key`, as the user:password of URLs (an endpoint and the tracking URI of a
 real `mlflow server`) and through `${oc.env:...}`; then every byte written (output dirs, multirun
 dir, Hydra's files, the SQLite stores, the server's database and artifacts, stdout/stderr) is
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import all_runs, cli, cli_env, free_port, start_server, stop_server, write_tiny
-from evalpipe import secrets
+from evalpipe.safety import secrets
 
 
 @pytest.mark.parametrize(

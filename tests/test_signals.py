@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import all_runs, client_for, popen_cli, slow_ranker, wait_for_lines, write_tiny
-from evalpipe.signals import child_pids
+from evalpipe.safety.signals import child_pids
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ import pytest
 from evalpipe.rankers.base import Hit
 from evalpipe.reporting.plots import plot_mode, run_figures
 from evalpipe.reporting.svg_plots import HEIGHT, TOP, _y, recall_curve_svg
-from evalpipe.results import CaseResult
-from evalpipe.scoring import score_results
+from evalpipe.scoring.results import CaseResult
+from evalpipe.scoring.run import score_results
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from evalpipe.tokens import chars_over_four, get_token_counter, seed_tiktoken_cache
+from evalpipe.scoring.tokens import chars_over_four, get_token_counter, seed_tiktoken_cache
 
 
 def test_cl100k_counts_match_known_values():

@@ -9,8 +9,8 @@ import pytest
 
 from evalpipe.reporting import links
 from evalpipe.reporting.headline import clip
-from evalpipe.reporting.names import lookup, metric_name
 from evalpipe.reporting.params import measurement_params
+from evalpipe.scoring.names import lookup, metric_name
 from evalpipe.sweeps.naming import point_name, round_floats
 
 
@@ -68,7 +68,11 @@ def test_lookup_accepts_bare_names_of_grouped_figures():
 
 
 RESOLVED = {
-    "fixture": {"_target_": "evalpipe.fixture.load_fixture", "path": "fixtures/gold.yaml", "name": None},
+    "fixture": {
+        "_target_": "evalpipe.inputs.fixture.load_fixture",
+        "path": "fixtures/gold.yaml",
+        "name": None,
+    },
     "ranker": {
         "_target_": "evalpipe.rankers.rrf.RRFRanker",
         "k": 60,

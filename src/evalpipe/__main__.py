@@ -26,7 +26,7 @@ def hydra_main(cfg: DictConfig) -> float:
 
 
 def main() -> None:
-    from evalpipe import signals
+    from evalpipe.safety import signals
 
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         from evalpipe.sweeps.compare import main as compare_main
@@ -44,7 +44,7 @@ def main() -> None:
         from evalpipe.reporting.sync import main as sync_main
 
         sys.exit(sync_main(sys.argv[2:]))
-    from evalpipe import hydra_errors
+    from evalpipe.safety import hydra_errors
 
     signals.install()
     try:

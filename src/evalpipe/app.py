@@ -19,24 +19,25 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from evalpipe import __version__, signals
+from evalpipe import __version__
 from evalpipe.batching import run_search
-from evalpipe.errors import EvalpipeError
-from evalpipe.fixture import Fixture
 from evalpipe.heap import freeze_startup_heap
+from evalpipe.inputs.fixture import Fixture
 from evalpipe.judge.run import build_judge, run_judge
-from evalpipe.outcome import RunNotMeasured, error_note, unknown_ids, verdict
 from evalpipe.reporting.headline import NOTE_TAG, run_description
 from evalpipe.reporting.local import PARTIAL_MARK
-from evalpipe.reporting.names import lookup, named
 from evalpipe.reporting.params import measurement_params
 from evalpipe.reporting.plots import plot_mode
 from evalpipe.reporting.report import ReportRow, markdown_report
-from evalpipe.results import CaseResult
 from evalpipe.runner import PreparedRanker, peak_memory_mb, prepare_ranker
-from evalpipe.scoring import RunScores, flat_metrics, score_results
-from evalpipe.secrets import mask_config, mask_mapping, mask_text, register_config
-from evalpipe.tokens import get_token_counter
+from evalpipe.safety import signals
+from evalpipe.safety.errors import EvalpipeError
+from evalpipe.safety.secrets import mask_config, mask_mapping, mask_text, register_config
+from evalpipe.scoring.names import lookup, named
+from evalpipe.scoring.outcome import RunNotMeasured, error_note, unknown_ids, verdict
+from evalpipe.scoring.results import CaseResult
+from evalpipe.scoring.run import RunScores, flat_metrics, score_results
+from evalpipe.scoring.tokens import get_token_counter
 
 # Keys that change where/how a run is recorded, not what is measured.
 NON_MEASURING_KEYS = (
@@ -56,7 +57,7 @@ NON_MEASURING_KEYS = (
 
 def fail(message: str, code: int = 2) -> None:
     """Stop with one clear line on stderr (no traceback)."""
-    from evalpipe.secrets import mask_text
+    from evalpipe.safety.secrets import mask_text
 
     print(f"evalpipe: error: {mask_text(message)}", file=sys.stderr)
     raise SystemExit(code)
@@ -128,7 +129,7 @@ def case_table(results: list[CaseResult], scores: RunScores) -> dict[str, list[A
 
 def trec_run_text(results: list[CaseResult], tag: str) -> str:
     """The run as a TREC run file, so it can be re-scored with trec_eval or ranx."""
-    from evalpipe.trec import write_trec_run
+    from evalpipe.inputs.trec import write_trec_run
 
     with tempfile.TemporaryDirectory(prefix="evalpipe-") as tmp:
         path = Path(tmp) / "run.trec"
@@ -233,7 +234,7 @@ def run_files(
     notes: list[str],
 ) -> dict[str, str]:
     """The run's files: report.md, config.yaml and, when cases ran, misses, run.trec and cases.jsonl."""
-    from evalpipe.secrets import mask_config
+    from evalpipe.safety.secrets import mask_config
 
     masked = mask_config(
         OmegaConf.to_container(cfg, resolve=True), OmegaConf.to_container(cfg, resolve=False)
@@ -343,7 +344,7 @@ def evaluate(cfg: DictConfig) -> float:
         **job.tags,
         "evalpipe.version": __version__,
         "evalpipe.git_revision": revision,
-        "evalpipe.fixture": fixture.name,
+        "evalpipe.inputs.fixture": fixture.name,
         "evalpipe.fixture_sha256": fixture.sha256,
         **({"evalpipe.fixture_version": fixture.version} if fixture.version else {}),
         "evalpipe.corpus_sha256": fixture.corpus.sha256,

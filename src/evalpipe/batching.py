@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.errors import EvalpipeError
-from evalpipe.fixture import Case, Fixture
 from evalpipe.heap import collector_paused
+from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.rankers.base import Hit
-from evalpipe.results import CaseResult
 from evalpipe.runner import as_hits, finish_case, run_case, run_cases
+from evalpipe.safety.errors import EvalpipeError
+from evalpipe.scoring.results import CaseResult
 
 #: Most cases per `search_batch` call.
 MAX_BATCH = 256

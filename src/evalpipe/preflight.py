@@ -17,8 +17,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from evalpipe.batching import parse_settings
-from evalpipe.errors import EvalpipeError
-from evalpipe.fixture import Case, Fixture
+from evalpipe.inputs.fixture import Case, Fixture
+from evalpipe.safety.errors import EvalpipeError
 
 #: Largest K accepted: scoring keeps a cases x max(ks) matrix, and nobody reads recall@1e9.
 MAX_K = 100_000
@@ -79,7 +79,7 @@ def check_ks(raw: Any) -> list[int]:
 
 
 def check_metrics(raw: Any) -> list[str]:
-    from evalpipe.metrics import FAMILIES
+    from evalpipe.scoring.metrics import FAMILIES
 
     choices = ", ".join(FAMILIES)
     if isinstance(raw, str):
@@ -148,7 +148,7 @@ def produced_metric_names(
     per tier (and per kind of RAG label), so the names come from the scoring code itself.
     `judged`: a judge is configured, so its judged_* figures are produced too."""
     from evalpipe.runner import run_case
-    from evalpipe.scoring import flat_metrics, score_results
+    from evalpipe.scoring.run import flat_metrics, score_results
 
     class _Nothing:
         def search(self, query: str, k: int, constraints: Any = None) -> list[Any]:
@@ -158,7 +158,7 @@ def produced_metric_names(
     for case in fixture.cases:
         sample.setdefault((case.tier, case.has_rag_labels), case)
     results = [run_case(_Nothing(), c, max(ks), None, len) for c in sample.values()]
-    from evalpipe.reporting.names import metric_name
+    from evalpipe.scoring.names import metric_name
 
     scores = score_results(results, ks, families, tiers=fixture.tiers)
     names = set(flat_metrics(scores)) | set(RUN_FIGURES)
@@ -175,7 +175,7 @@ def check_objective(raw: Any, produced: set[str], strict: bool) -> str:
     Only enforced when it matters (`strict`: given explicitly, or a sweep); a single run with
     the default objective and other ks simply has no objective value.
     """
-    from evalpipe.reporting.names import metric_name
+    from evalpipe.scoring.names import metric_name
 
     objective = str(raw) if raw is not None else DEFAULT_OBJECTIVE
     known = objective in produced or metric_name(objective) in produced  # bare or as logged
@@ -264,7 +264,7 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
     if not isinstance(resolved.get("objective", DEFAULT_OBJECTIVE), str):
         raise ConfigError(f"objective must be a metric name, got {resolved.get('objective')!r}")
 
-    from evalpipe import fixture_memo
+    from evalpipe.inputs import fixture_memo
 
     fixture = fixture_memo.load_once(resolved["fixture"], lambda: build(cfg.fixture, "fixture"))
     if not isinstance(fixture, Fixture):

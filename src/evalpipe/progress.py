@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from evalpipe.fixture import Case
+from evalpipe.inputs.fixture import Case
 
 SLOW_AFTER_S = 3.0
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalpipe.corpus import Corpus
-from evalpipe.fixture import Case, Fixture
 from evalpipe.heap import collector_paused
+from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.rankers.base import Hit, RankerUnavailable
-from evalpipe.results import CaseResult
-from evalpipe.timeouts import SearchTimeout, call_with_timeout
+from evalpipe.safety.timeouts import SearchTimeout, call_with_timeout
+from evalpipe.scoring.results import CaseResult
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ def run_case(
     start = time.perf_counter_ns()
     try:
         hits = call_with_timeout(search, timeout_s)
-    except SearchTimeout as exc:  # the search is abandoned in its thread (see evalpipe.timeouts)
+    except SearchTimeout as exc:  # the search is abandoned in its thread (see evalpipe.safety.timeouts)
         hits = []
         error = str(exc)
     except Exception as exc:  # a per-query failure must not stop the run

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from evalpipe.errors import EvalpipeError
+from evalpipe.safety.errors import EvalpipeError
 
 # Fields stored at the top level of a JSONL record; everything else is metadata.
 CORE_FIELDS = ("id", "kind", "title", "text", "path", "language", "relations")
@@ -211,7 +211,7 @@ _ABSENT = object()
 
 def load_jsonl_corpus(path: str | Path, name: str = "") -> Corpus:
     """Load a JSONL (optionally gzipped) corpus; errors name the file and line."""
-    from evalpipe.input_files import BOM, InputFileError, read_text, require_file
+    from evalpipe.inputs.files import BOM, InputFileError, read_text, require_file
 
     path = Path(path)
     units = []

@@ -29,9 +29,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from evalpipe.corpus import Unit
-from evalpipe.fixture import Case, Fixture
 from evalpipe.fixture_check.leakage import known_names, query_identifiers, spellings, unit_name
 from evalpipe.fixture_check.words import content_words
+from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.rankers.base import Ranker
 from evalpipe.tokenize import identifier_pieces
 

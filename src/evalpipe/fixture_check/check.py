@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import fmean
 
-from evalpipe.fixture import Case, Fixture
 from evalpipe.fixture_check.ambiguity import AmbiguityFinder, Candidate
 from evalpipe.fixture_check.leakage import Leak, known_names, name_leak, name_match, query_identifiers
 from evalpipe.fixture_check.thresholds import TierThresholds, thresholds_for
 from evalpipe.fixture_check.words import Words, content_words, longest_shared_run, share_present
+from evalpipe.inputs.fixture import Case, Fixture
 
 LEAK_ORDER = {"none": 0, "partial": 1, "full": 2}
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evalpipe.errors import EvalpipeError
-from evalpipe.fixture import Fixture
+from evalpipe.inputs.fixture import Fixture
+from evalpipe.safety.errors import EvalpipeError
 
 PROG = "evalpipe check-fixture"
 
@@ -63,10 +63,10 @@ def load(path: str, corpus: str | None) -> Fixture:
     if not resolved.exists():
         raise EvalpipeError(f"fixture not found: {path} (give a YAML fixture file or a BEIR folder)")
     if resolved.is_dir():
-        from evalpipe.beir import load_beir
+        from evalpipe.inputs.beir import load_beir
 
         return load_beir(resolved)
-    from evalpipe.fixture import load_fixture
+    from evalpipe.inputs.fixture import load_fixture
 
     return load_fixture(path, corpus=corpus)
 

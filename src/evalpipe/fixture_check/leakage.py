@@ -98,7 +98,7 @@ def spellings(identifier: str) -> tuple[str, ...]:
     """The ways a unit's text can mention `identifier`: as written, and its last dotted part.
 
     `Corpus.allowed_mask` is called as `corpus.allowed_mask(...)` or `self.allowed_mask(...)`;
-    `trec.py` is imported as `evalpipe.trec`.
+    `trec.py` is imported as `evalpipe.inputs.trec`.
     """
     base = _SOURCE_SUFFIX.sub("", identifier)
     out = [identifier, base]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from evalpipe.fixture import Fixture
 from evalpipe.fixture_check.check import FixtureCheck, check_fixture
+from evalpipe.inputs.fixture import Fixture
 
 # MLflow metric names allow letters, digits, `_ - . / ` and space; a tier name may hold anything.
 _UNSAFE = re.compile(r"[^\w\-./ ]")

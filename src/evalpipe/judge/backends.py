@@ -12,8 +12,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from evalpipe.errors import EvalpipeError
 from evalpipe.judge.settings import JudgeSettings
+from evalpipe.safety.errors import EvalpipeError
 
 SYSTEM = "You are a careful relevance assessor. You answer with one JSON object and nothing else."
 # Status codes after which no other pair can succeed either: stop asking instead of paying for errors.

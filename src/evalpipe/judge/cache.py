@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalpipe.errors import EvalpipeError
 from evalpipe.judge.verdict import Verdict
+from evalpipe.safety.errors import EvalpipeError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgements (

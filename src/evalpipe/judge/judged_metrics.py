@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalpipe import metrics
-from evalpipe.results import CaseResult
+from evalpipe.scoring import metrics
+from evalpipe.scoring.results import CaseResult
 
 PREFIX = "judged_"
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from evalpipe.errors import EvalpipeError
 from evalpipe.judge.report import TSV_COLUMNS
+from evalpipe.safety.errors import EvalpipeError
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ def merge_text(text: str, rows: Sequence[Row], where: str, tsv_name: str, versio
 
 def merge(fixture: Path, tsv: Path, output: Path | None, version: Any = None) -> tuple[Path, int, list[Row]]:
     from evalpipe.corpus import CorpusError, load_jsonl_corpus
-    from evalpipe.fixture import _case_lines, check_against_corpus, parse_cases
+    from evalpipe.inputs.fixture import _case_lines, check_against_corpus, parse_cases
     from evalpipe.paths import resolve_path
 
     if not fixture.is_file():

@@ -19,7 +19,7 @@ import random
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
-from evalpipe.results import CaseResult
+from evalpipe.scoring.results import CaseResult
 
 
 @dataclass(frozen=True)

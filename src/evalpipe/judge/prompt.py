@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from evalpipe.errors import EvalpipeError
 from evalpipe.paths import PROJECT_ROOT, resolve_path
+from evalpipe.safety.errors import EvalpipeError
 
 PROMPTS_DIR = PROJECT_ROOT / "conf" / "judge" / "prompts"
 MARK = " …"  # ends a cut excerpt

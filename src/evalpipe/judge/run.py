@@ -12,14 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evalpipe.errors import EvalpipeError
 from evalpipe.judge import pairs as select
 from evalpipe.judge import report
 from evalpipe.judge.asking import AskStats, Judge, Judgement
 from evalpipe.judge.calibration import Agreement, agreement
 from evalpipe.judge.judged_metrics import JudgedScores, judged_scores
-from evalpipe.results import CaseResult
-from evalpipe.scoring import Miss, RunScores
+from evalpipe.safety.errors import EvalpipeError
+from evalpipe.scoring.results import CaseResult
+from evalpipe.scoring.run import Miss, RunScores
 
 
 @dataclass(frozen=True)

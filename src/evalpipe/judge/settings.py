@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalpipe.errors import EvalpipeError
+from evalpipe.safety.errors import EvalpipeError
 
 BACKENDS = ("openai", "anthropic")
 

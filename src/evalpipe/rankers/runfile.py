@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalpipe.corpus import Corpus
-from evalpipe.errors import EvalpipeError
-from evalpipe.input_files import require_file, text_lines
+from evalpipe.inputs.files import require_file, text_lines
+from evalpipe.inputs.trec import read_jsonl_queries, read_jsonl_run, read_trec_run
 from evalpipe.rankers.base import Hit
-from evalpipe.trec import read_jsonl_queries, read_jsonl_run, read_trec_run
+from evalpipe.safety.errors import EvalpipeError
 
 
 def _sniff(path: Path) -> Literal["trec", "jsonl"]:

@@ -149,6 +149,6 @@ def ui_lines(uri: str, experiment_id: str, run_id: str, ui_command: str) -> list
     if exp:
         lines.append(f"runs table: {exp}")
     lines.append(f"serve it:   {ui_command}")
-    from evalpipe.secrets import mask_text
+    from evalpipe.safety.secrets import mask_text
 
     return [mask_text(line) for line in lines]  # a server URI's user:password is never printed

@@ -6,7 +6,7 @@ needs to recreate the MLflow run exactly (metrics.json, params.json, tags.json a
 run_info.json with status, start/end times and where it was uploaded). So a dead
 or missing store costs nothing: `evalpipe sync <dir>` uploads it later.
 
-Everything written here was masked by the caller (`evalpipe.secrets`).
+Everything written here was masked by the caller (`evalpipe.safety.secrets`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from evalpipe.scoring import RunScores
+    from evalpipe.scoring.run import RunScores
     from evalpipe.sweeps.summary import SweepRow
 
 #: More lines than this in one panel become an unlabelled scatter (a legend would be unreadable).

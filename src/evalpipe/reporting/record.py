@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.reporting.local import load_run, new_local_id, save_run, update_info
-from evalpipe.secrets import mask_mapping, mask_text
+from evalpipe.safety.secrets import mask_mapping, mask_text
 
 
 def now_ms() -> int:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from evalpipe.fixture import STOCK_TIERS
-from evalpipe.scoring import RunScores
+from evalpipe.inputs.fixture import STOCK_TIERS
+from evalpipe.scoring.run import RunScores
 
 DASH = "—"
 

@@ -50,7 +50,7 @@ def print_run_end(
     a sweep point: one line."""
     from evalpipe.reporting.links import ui_lines
     from evalpipe.reporting.report import print_tables
-    from evalpipe.scoring import flat_metrics
+    from evalpipe.scoring.run import flat_metrics
 
     if job.sweep_id:
         metrics = flat_metrics(row.scores) if row.scores is not None else {}

@@ -14,7 +14,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from evalpipe.scoring import RunScores
+    from evalpipe.scoring.run import RunScores
 
 WIDTH, HEIGHT = 640, 420
 LEFT, RIGHT, TOP, BOTTOM = 60, 170, 40, 50  # margins; the legend sits in the right one

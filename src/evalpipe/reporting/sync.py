@@ -65,7 +65,7 @@ def _runs_with_local_id(tracker: Any, experiment_id: str, local_id: str) -> list
 def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
     """Upload one saved run unless it is already there; return what happened (one line)."""
     from evalpipe.reporting import tracking
-    from evalpipe.secrets import mask_text
+    from evalpipe.safety.secrets import mask_text
 
     info = saved.info
     local_id = str(info.get("local_id") or "")
@@ -123,7 +123,7 @@ def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
 def main(argv: list[str]) -> int:
     """`evalpipe sync [--tracking-uri URI] DIR...`: 0 when every run is in the store, 1 if an upload
     failed, 2 for bad input (nothing saved there, store unavailable)."""
-    from evalpipe.errors import EvalpipeError
+    from evalpipe.safety.errors import EvalpipeError
 
     parser = argparse.ArgumentParser(
         prog="evalpipe sync",
@@ -152,7 +152,7 @@ def main(argv: list[str]) -> int:
             print(f"evalpipe: error: {directory}: {exc}", file=sys.stderr)
             return 2
         except Exception as exc:
-            from evalpipe.secrets import mask_text
+            from evalpipe.safety.secrets import mask_text
 
             line = mask_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "")
             print(

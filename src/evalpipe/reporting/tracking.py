@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.paths import PROJECT_ROOT
-from evalpipe.signals import Interrupted
+from evalpipe.safety.signals import Interrupted
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -57,7 +57,7 @@ class Tracker:
 
     @property
     def ui_command(self) -> str:
-        from evalpipe.secrets import mask_text
+        from evalpipe.safety.secrets import mask_text
 
         if self.uri.startswith(("http://", "https://")):
             return f"open {mask_text(self.uri)} (the tracking server's own UI)"
@@ -82,7 +82,7 @@ def normalise_uri(uri: str | None) -> str:
     if db is not None:
         return "sqlite:///" + str(db.expanduser().resolve())
     if "://" not in uri:
-        from evalpipe.errors import EvalpipeError
+        from evalpipe.safety.errors import EvalpipeError
 
         raise EvalpipeError(
             f"tracking.uri={uri!r} is a file-store path, which MLflow no longer supports; "
@@ -103,7 +103,7 @@ def check_writable(db: Path) -> None:
     """
     import errno
 
-    from evalpipe.secrets import mask_text
+    from evalpipe.safety.secrets import mask_text
 
     target = db.parent
     try:
@@ -133,7 +133,7 @@ def probe_server(uri: str, budget: float = PROBE_SECONDS) -> None:
     import urllib.parse
     import urllib.request
 
-    from evalpipe.secrets import mask_text
+    from evalpipe.safety.secrets import mask_text
 
     deadline = time.monotonic() + budget
     parts = urllib.parse.urlsplit(uri.rstrip("/") + "/health")
@@ -229,8 +229,8 @@ def ensure_experiment(tracker: Tracker, name: str) -> str:
 
 def open_experiment(uri: str | None, name: str) -> tuple[Tracker, str]:
     """Store + experiment, or an EvalpipeError saying which store could not be opened."""
-    from evalpipe.errors import EvalpipeError
-    from evalpipe.secrets import mask_text
+    from evalpipe.safety.errors import EvalpipeError
+    from evalpipe.safety.secrets import mask_text
 
     try:
         tracker = ensure_store(uri)

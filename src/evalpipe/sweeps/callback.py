@@ -116,8 +116,8 @@ class MLflowSweepCallback(Callback):
             print("[evalpipe] offline sweep: no parent run; each job saves its run locally", file=sys.stderr)
             return
         from evalpipe.app import experiment_name
-        from evalpipe.errors import EvalpipeError
         from evalpipe.reporting import tracking
+        from evalpipe.safety.errors import EvalpipeError
         from evalpipe.sweeps.job import SWEEP_FILE, sweep_id_for
         from evalpipe.sweeps.summary import swept_keys
 
@@ -126,8 +126,8 @@ class MLflowSweepCallback(Callback):
         self._sweep_dir = os.path.abspath(str(config.hydra.sweep.dir))
         self._sweep_id = sweep_id_for(self._sweep_dir, time.time_ns())
         self._objective = str(config.get("objective") or "recall_at_5")
-        from evalpipe.hydra_secrets import register_job_secrets
-        from evalpipe.secrets import mask_override, mask_text
+        from evalpipe.safety.hydra_secrets import register_job_secrets
+        from evalpipe.safety.secrets import mask_override, mask_text
 
         register_job_secrets(config)
         spec, task = _sweeper_spec(config)
@@ -188,7 +188,7 @@ class MLflowSweepCallback(Callback):
         self._saved_env = {k: os.environ.get(k) for k in new_env}
         os.environ.update(new_env)
         atexit.register(self._on_abort)
-        from evalpipe import signals
+        from evalpipe.safety import signals
 
         signals.on_interrupt(self._stop_workers)
         print(
@@ -197,7 +197,7 @@ class MLflowSweepCallback(Callback):
         )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from evalpipe import signals
+        from evalpipe.safety import signals
 
         atexit.unregister(self._on_abort)
         signals.remove_hook(self._stop_workers)
@@ -209,8 +209,8 @@ class MLflowSweepCallback(Callback):
         them; jobs still running after that are marked KILLED by `_finish`."""
         from pathlib import Path
 
-        from evalpipe import signals
         from evalpipe.reporting.local import INFO_FILE
+        from evalpipe.safety import signals
 
         children = [p for p in signals.child_pids() if "resource_tracker" not in _cmdline(p)]
         if not children:
@@ -226,7 +226,7 @@ class MLflowSweepCallback(Callback):
 
     def _on_abort(self) -> None:
         """atexit: the sweep ended without on_multirun_end (a job failed, Ctrl-C, SIGTERM, SystemExit)."""
-        from evalpipe import signals
+        from evalpipe.safety import signals
 
         self._finish(aborted="KILLED" if signals.received() else "FAILED")
 
@@ -320,7 +320,7 @@ class MLflowSweepCallback(Callback):
         from evalpipe.reporting import tracking
         from evalpipe.reporting.headline import NOTE_TAG, clip
         from evalpipe.reporting.plots import sweep_plots
-        from evalpipe.secrets import mask_lines
+        from evalpipe.safety.secrets import mask_lines
         from evalpipe.sweeps.summary import (
             best_metric_names,
             best_points,

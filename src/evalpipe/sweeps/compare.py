@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.errors import EvalpipeError
+from evalpipe.safety.errors import EvalpipeError
 from evalpipe.sweeps.case_diff import CaseInfo, case_info
 from evalpipe.sweeps.reuse import is_reuse
 

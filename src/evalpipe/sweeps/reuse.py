@@ -75,8 +75,8 @@ def reuse_point(
 
     from rich.markup import escape
 
-    from evalpipe.reporting.names import lookup
     from evalpipe.reporting.run_end import point_line
+    from evalpipe.scoring.names import lookup
 
     child = ""
     try:

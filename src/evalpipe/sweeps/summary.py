@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from evalpipe.reporting.names import metric_name
 from evalpipe.reporting.report import DASH, markdown_table, pct
+from evalpipe.scoring.names import metric_name
 from evalpipe.sweeps.job import ROLE_TAG, SWEEP_TAG
 from evalpipe.sweeps.reuse import REUSED_TAG
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evalpipe.corpus import Corpus
-from evalpipe.results import CaseResult
+from evalpipe.scoring.results import CaseResult
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -12,11 +12,11 @@ import json
 from pathlib import Path
 
 from evalpipe.corpus import Corpus, CorpusError, file_sha256, load_jsonl_corpus
-from evalpipe.errors import FixtureError
-from evalpipe.fixture import Case, Fixture, check_tier
-from evalpipe.input_files import require_file, text_lines
+from evalpipe.inputs.files import require_file, text_lines
+from evalpipe.inputs.fixture import Case, Fixture, check_tier
+from evalpipe.inputs.trec import TrecFormatError, read_trec_qrels
 from evalpipe.paths import resolve_path
-from evalpipe.trec import TrecFormatError, read_trec_qrels
+from evalpipe.safety.errors import FixtureError
 
 BEIR_TIER = "all"
 

@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from evalpipe.errors import EvalpipeError
+from evalpipe.safety.errors import EvalpipeError
 
 BOM = "\ufeff"
 

@@ -4,7 +4,7 @@ Hydra saves `.hydra/config.yaml`, `hydra.yaml` and `overrides.yaml` in every job
 output directory, and `multirun.yaml` (and Optuna's `optimization_results.yaml`) in
 a sweep's directory, with the command line in clear, and its launchers log each
 job's overrides. `on_job_start` runs right after Hydra wrote a job's files and
-before the task: it registers the config's secrets (`evalpipe.secrets`), rewrites
+before the task: it registers the config's secrets (`evalpipe.safety.secrets`), rewrites
 those files masked and puts a masking filter on the log handlers
 (`on_multirun_start` does the same for the sweep's parent). Registered in
 conf/config.yaml under `hydra.callbacks.mask_secrets`.
@@ -18,7 +18,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from evalpipe import secrets
+from evalpipe.safety import secrets
 
 SWEEP_FILES = ("multirun.yaml", "optimization_results.yaml")
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from evalpipe.errors import EvalpipeError
-from evalpipe.input_files import read_text
+from evalpipe.inputs.files import read_text
+from evalpipe.safety.errors import EvalpipeError
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe import metrics, rag
-from evalpipe.results import CaseResult
+from evalpipe.scoring import metrics, rag
+from evalpipe.scoring.results import CaseResult
 
 _HIT_ID = attrgetter("id")
 
@@ -168,9 +168,9 @@ def score_results(
 
 
 def flat_metrics(scores: RunScores) -> dict[str, float]:
-    """Every figure under its MLflow name (`evalpipe.reporting.names`): headline figures bare, the
+    """Every figure under its MLflow name (`evalpipe.scoring.names`): headline figures bare, the
     rest grouped by prefix (`ir/`, `cost/`, `count/`, `rag/`), tiers as `tier/<tier>/<metric>`."""
-    from evalpipe.reporting.names import metric_name
+    from evalpipe.scoring.names import metric_name
 
     out = {metric_name(k): float(v) for k, v in scores.overall.items()}
     for tier, figures in scores.per_tier.items():

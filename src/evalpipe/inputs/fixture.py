@@ -17,11 +17,11 @@ from typing import Any
 import yaml
 
 from evalpipe.corpus import Corpus, file_sha256, load_jsonl_corpus
-from evalpipe.errors import EvalpipeError, FixtureError
-from evalpipe.input_files import require_file
-from evalpipe.missing_ids import missing_ids_message
+from evalpipe.inputs.files import require_file
+from evalpipe.inputs.missing_ids import missing_ids_message
+from evalpipe.inputs.strict_yaml import load_file
 from evalpipe.paths import resolve_path
-from evalpipe.strict_yaml import load_file
+from evalpipe.safety.errors import EvalpipeError, FixtureError
 
 STOCK_TIERS = ("exact", "concept", "multi_hop")
 CASE_FIELDS = {
@@ -30,7 +30,7 @@ CASE_FIELDS = {
     "query",
     "expected",
     "winnow_constraints",
-    # RAG label fields (rag_quality): scored by evalpipe.rag when present.
+    # RAG label fields (rag_quality): scored by evalpipe.scoring.rag when present.
     "expected_documents",
     "expected_sections",
     "citation_required",

@@ -15,9 +15,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from evalpipe.errors import EvalpipeError
-from evalpipe.input_files import require_file, text_lines
+from evalpipe.inputs.files import require_file, text_lines
 from evalpipe.rankers.base import Hit
+from evalpipe.safety.errors import EvalpipeError
 
 Run = dict[str, list[tuple[str, float | None]]]
 Qrels = dict[str, dict[str, int]]

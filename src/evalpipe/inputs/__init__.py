@@ -1,0 +1,1 @@
+"""Fixture inputs: YAML fixtures, BEIR and TREC collections, and the strict readers behind them."""

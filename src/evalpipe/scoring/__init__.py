@@ -1,0 +1,1 @@
+"""Turning measured cases into figures: IR metrics, RAG measures, tokens and outcomes."""
