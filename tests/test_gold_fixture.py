@@ -140,6 +140,6 @@ def test_gold_v1_run_is_tagged_with_its_version(tmp_path):
     assert exp.name == "evalpipe/gold_v1"
     (run,) = client.search_runs([exp.experiment_id])
     assert run.info.status == "FINISHED"
-    assert run.data.tags["evalpipe.inputs.fixture"] == "gold_v1"
+    assert run.data.tags["evalpipe.fixture"] == "gold_v1"
     assert run.data.tags["evalpipe.fixture_version"] == "1"
     assert run.data.metrics["count/cases"] == 204  # MLflow name of `cases` (docs/tracking.md)

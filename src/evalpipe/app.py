@@ -344,7 +344,7 @@ def evaluate(cfg: DictConfig) -> float:
         **job.tags,
         "evalpipe.version": __version__,
         "evalpipe.git_revision": revision,
-        "evalpipe.inputs.fixture": fixture.name,
+        "evalpipe.fixture": fixture.name,
         "evalpipe.fixture_sha256": fixture.sha256,
         **({"evalpipe.fixture_version": fixture.version} if fixture.version else {}),
         "evalpipe.corpus_sha256": fixture.corpus.sha256,
