@@ -359,6 +359,7 @@ def evaluate(cfg: DictConfig) -> float:
     failure: RunNotMeasured | None = None
     rec = Recording(out_dir or Path(tempfile.mkdtemp(prefix="evalpipe-run-")), experiment, run_name)
     rec.tracker, rec.experiment_id = tracker, experiment_id
+    rec.describe_data(fixture)  # logged as MLflow dataset inputs (reporting.datasets)
     try:
         rec.start(tags)
     except MlflowException as exc:
