@@ -26,3 +26,27 @@ class PullRequestRetriever:
         if self.regress_short and len(query.split()) <= 3:
             return list(self.inner.search(query, k + self.depth_skip, constraints))[self.depth_skip :]
         return list(self.inner.search(query, k, constraints))
+
+
+class UnchangedRetriever(PullRequestRetriever):
+    """The pull request that changes nothing: the baseline's retriever as it was."""
+
+
+class RegressedRetriever(PullRequestRetriever):
+    """The pull request that breaks short (symbol) queries: the exact tier collapses."""
+
+    def __init__(self, depth_skip: int = 20):
+        super().__init__(regress_short=True, depth_skip=depth_skip)
+
+
+class AnswerFileRetriever:
+    """Answers from a JSON file {query: [unit IDs]}: per-case outcomes chosen by the test."""
+
+    def __init__(self, path: str):
+        import json
+        from pathlib import Path
+
+        self.answers = json.loads(Path(path).read_text(encoding="utf-8"))
+
+    def search(self, query, k, constraints=None):
+        return list(self.answers.get(query, []))[:k]
