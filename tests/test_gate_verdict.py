@@ -242,3 +242,12 @@ def test_rules_from_a_file_then_flags(tmp_path):
         apply(GateRules(), {"alpha": 1.5}, "flags")
     with pytest.raises(GateError, match="write METRIC=DROP"):
         parse_drop_flags(["mrr"])
+
+
+def test_values_equal_to_float_precision_are_the_same_case():
+    """A per-case table read back from MLflow and one read from cases.jsonl differ in the last digits."""
+    base = fixture_run({"exact": [1 / 3] * 10}, "base")
+    cand = fixture_run({"exact": [1 / 3 + 1e-13] * 10}, "cand")
+    result = run_gate(side(base), side(cand), GateRules(metrics=("recall_at_5",)))
+    assert {r.verdict for r in result.rows} == {"unchanged"} and row(result).changed == 0
+    assert result.fixtures[0].diff.unchanged == 10

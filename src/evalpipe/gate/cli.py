@@ -8,6 +8,7 @@ so the pull request says why.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -202,9 +203,13 @@ def gate_main(argv: Sequence[str] | None = None) -> int:
         candidate = resolve(args.candidate, open_store, "--candidate", names=False)
         result = run_gate(baseline, candidate, rules, args.allow_different_data)
     except GateError as exc:
-        message = f"evalpipe gate: cannot compare: {exc}"
-        print(message, file=sys.stderr)
-        _step_summary(f"## evalpipe gate: cannot compare\n\n{render._md(str(exc))}\n")
+        print(f"evalpipe gate: cannot compare: {exc}", file=sys.stderr)
+        text = f"## evalpipe gate: cannot compare\n\n{render._md(str(exc))}\n"
+        with contextlib.suppress(OSError):  # the PR comment says why there is no verdict
+            args.markdown.parent.mkdir(parents=True, exist_ok=True)
+            args.markdown.write_text(text, encoding="utf-8")
+        with contextlib.suppress(OSError):
+            _step_summary(text)
         return 2
     text = render.markdown(result)
     json_text = render.to_json(result)
@@ -272,7 +277,10 @@ def build_baseline_parser() -> argparse.ArgumentParser:
     p_set = sub.add_parser("set", help="name a run (or suite run) as a baseline", epilog=BASELINE_EXAMPLES,
                            formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p_set.add_argument("name", help="baseline name, e.g. main")
-    p_set.add_argument("run", help="run ID or 6+ digit prefix (a single run or a suite's parent)")
+    p_set.add_argument(
+        "run",
+        help="run ID or 6+ digit prefix (a single run or a suite's parent), or its saved output directory",
+    )
     _uri_arg(p_set)
     p_list = sub.add_parser("list", help="list the named baselines of the store")
     _uri_arg(p_list)
@@ -315,7 +323,16 @@ def _set(args, open_store) -> int:
 
     check_name(args.name)
     tracker = open_store()
-    run = get_run(tracker.client, args.run)
+    run_ref = args.run
+    if Path(run_ref).is_dir():  # a saved run directory: the run it was uploaded as
+        from evalpipe.gate.loading import saved_side
+
+        run_ref = saved_side(Path(run_ref)).run_id
+        if not run_ref:
+            raise GateError(
+                f"{args.run} was never uploaded to a store (an offline run): `evalpipe sync` it first"
+            )
+    run = get_run(tracker.client, run_ref)
     side = store_side(tracker.client, run, tracker.uri)  # refuses a run the gate could not read
     record = set_baseline(tracker.client, args.name, run)
     fixtures = ", ".join(f"{r.key} ({len(r.cases.case_ids)} cases)" for r in side.runs)

@@ -17,7 +17,7 @@ The gate fails (exit 1) when any row is a regression, whatever other rows gained
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +109,21 @@ def classify(delta: float, p: float, allowed: float, alpha: float, cases: int) -
     return "untestable" if min_p(cases) >= alpha else "noise"
 
 
+#: Per-case values closer than this are the same value: a table read back from MLflow (JSON through
+#: pandas) and one read from the saved cases.jsonl differ in the last digits of, e.g., 1/3.
+SAME_VALUE = 1e-9
+
+
+def snapped(base: Mapping[str, float], cand: Mapping[str, float]) -> dict[str, float]:
+    """`cand` with every value within SAME_VALUE of the baseline's replaced by the baseline's."""
+    out = dict(cand)
+    for case_id, value in cand.items():
+        b = base.get(case_id)
+        if b is not None and abs(value - b) <= SAME_VALUE:
+            out[case_id] = b
+    return out
+
+
 def gated_metrics(rules: GateRules, base: FixtureRun, cand: FixtureRun) -> list[str]:
     """The rules' metrics, or the baseline's objective and mrr; each must be in both runs."""
     metrics = list(rules.metrics)
@@ -171,7 +186,8 @@ def gate_fixture(
     rows: list[Row] = []
     common: set[str] = set()
     for metric in metrics:
-        b_values, c_values = base.cases.values[metric], cand.cases.values[metric]
+        b_values = base.cases.values[metric]
+        c_values = snapped(b_values, cand.cases.values[metric])
         cases = [c for c in b_values if c in c_values]
         only = len(b_values) - len(cases) + len([c for c in c_values if c not in b_values])
         if only:
@@ -208,7 +224,7 @@ def gate_fixture(
         base.cases.values[primary],
         base.cases.info,
         cand.label,
-        cand.cases.values[primary],
+        snapped(base.cases.values[primary], cand.cases.values[primary]),
         cand.cases.info,
     )
     return FixtureGate(base.key, base, cand, rows, diff, tuple(data_diffs), len(common))
