@@ -184,6 +184,9 @@ def test_named_baseline_gates_a_tier_regression_and_logs_the_gate(synth, tmp_pat
     assert gate_run.info.experiment_id == cand_run.info.experiment_id and gate_run.info.status == "FINISHED"
     assert f"runs/{base}" in tags["mlflow.note.content"] and f"runs/{cand}" in tags["mlflow.note.content"]
     assert gate_run.data.metrics["gate/regressions"] == 4.0
+    assert sorted(d.dataset.digest for d in gate_run.inputs.dataset_inputs) == sorted(
+        d.dataset.digest for d in cand_run.inputs.dataset_inputs
+    )
     names = {a.path for a in client.list_artifacts(gate_id)}
     assert names == {"gate.md", "gate.json"}
     # `compare --experiment` leaves gate runs out (they are not evaluations).

@@ -9,6 +9,7 @@ gate.md / gate.json as artifacts. The candidate run gets `evalpipe.gate.run` and
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from evalpipe.gate.verdict import GateResult
@@ -63,10 +64,14 @@ def log_gate(tracker: Any, experiment_id: str, result: GateResult, text: str, js
             k: str(v) for k, v in result.rules.to_json().items()
         })  # fmt: skip
         tracking.log_artifact_files(tracker, run_id, {"gate.md": text, "gate.json": json_text})
+        if result.candidate.origin in ("store", "saved run"):  # the data it gated on, in the runs table
+            from evalpipe.reporting.datasets import copy_inputs
+
+            for fixture in result.fixtures:
+                with contextlib.suppress(Exception):
+                    copy_inputs(tracker, tracker.client.get_run(fixture.candidate.run_id), run_id)
     if result.candidate.run_id and result.candidate.origin in ("store", "saved run"):
-        try:
+        with contextlib.suppress(Exception):  # the candidate is in another store (a copy elsewhere)
             tracker.client.set_tag(result.candidate.run_id, "evalpipe.gate.run", run_id)
             tracker.client.set_tag(result.candidate.run_id, "evalpipe.gate.verdict", verdict)
-        except Exception:  # the candidate is in another store (an uploaded copy elsewhere)
-            pass
     return run_id
