@@ -265,6 +265,11 @@ def test_a_baseline_on_another_fixture_or_corpus_exits_2(synth):
     proc = gate(tmp, "--baseline", base, "--candidate", cand2, env=env)
     assert proc.returncode == 2 and "synth: corpus sha256 differs" in proc.stderr
     assert "fixture sha256 differs" not in proc.stderr
+    # `evalpipe compare` reads the same digests and says so.
+    proc = cli(tmp, "compare", "--runs", base, cand2, env=env)
+    assert proc.returncode == 0 and "the runs were not measured on the same data" in proc.stderr
+    new_corpus = hashlib.sha256(corpus.read_bytes()).hexdigest()[:12]
+    assert f"/ corpus {new_corpus}: {cand2[:8]}" in " ".join(proc.stderr.split())  # rich wraps it
     # Compared anyway when asked, and flagged.
     proc = gate(tmp, "--baseline", base, "--candidate", cand2, "--allow-different-data", env=env)
     assert proc.returncode == 0, proc.stderr

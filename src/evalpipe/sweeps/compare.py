@@ -378,6 +378,26 @@ def cases_from_rows(
     )
 
 
+def data_notes(runs: Sequence[Any]) -> list[str]:
+    """A warning when the runs were measured on different data (fixture or corpus sha256, read from
+    their MLflow dataset inputs, else their tags): their differences then say nothing about rankers."""
+    from evalpipe.reporting.datasets import logged_data
+
+    groups: dict[tuple[str, str], list[str]] = {}
+    for run in runs:
+        data = logged_data(run)
+        groups.setdefault((data.fixture_sha256[:36], data.corpus_sha256[:36]), []).append(run.info.run_id[:8])
+    if len(groups) < 2:
+        return []
+    parts = [
+        f"fixture {f[:12] or '?'} / corpus {c[:12] or '?'}: {', '.join(ids)}"
+        for (f, c), ids in groups.items()
+    ]
+    return [
+        "the runs were not measured on the same data (" + "; ".join(parts) + "); compare runs of one fixture"
+    ]
+
+
 def pick_baseline(runs: list[RunCases], wanted: str | None) -> int:
     """Index of --baseline (a run ID, an ID prefix of 6+ chars, or a unique run name); default the oldest."""
     if not wanted:
@@ -631,6 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs.insert(0, load_cases(client, extra))
             mlflow_runs.insert(0, extra)
             baseline = 0
+        notes += data_notes(mlflow_runs)
         result = compare_runs(runs, baseline, args.metrics, args.resamples, args.alpha, args.seed)
         diffs = case_diffs(result, args.cases, args.top) if args.cases is not None else []
     except CompareError as exc:
