@@ -251,3 +251,25 @@ def test_values_equal_to_float_precision_are_the_same_case():
     result = run_gate(side(base), side(cand), GateRules(metrics=("recall_at_5",)))
     assert {r.verdict for r in result.rows} == {"unchanged"} and row(result).changed == 0
     assert result.fixtures[0].diff.unchanged == 10
+
+
+def test_same_digests_but_other_cases_or_versions_are_different_data():
+    """A BEIR fixture's digest covers its corpus only: its dev and test splits share it."""
+    base = fixture_run({"exact": [1.0] * 10}, "base", data=DataId(FX, CORPUS, "all", "tags", "test"))
+    dev = fixture_run({"exact": [1.0] * 10}, "cand", data=DataId(FX, CORPUS, "all", "tags", "dev"))
+    with pytest.raises(GateError, match="fixture version differs: baseline 'test', candidate 'dev'"):
+        run_gate(side(base), side(dev), GateRules())
+    other_cases = fixture_run({"exact": [1.0] * 8, "concept": [1.0] * 2}, "cand")
+    with pytest.raises(
+        GateError, match=r"different cases: 2 only in the baseline \(e.g. 'exact-8'\), 2 only"
+    ):
+        run_gate(side(fixture_run({"exact": [1.0] * 10}, "base")), side(other_cases), GateRules())
+
+
+def test_a_fixture_with_one_tier_is_gated_once():
+    base = fixture_run({"all": [1.0] * 10}, "base")
+    cand = fixture_run({"all": [1.0] * 10}, "cand")
+    both = run_gate(side(base), side(cand), GateRules(metrics=("recall_at_5",)))
+    assert [r.tier for r in both.rows] == ["overall"]
+    tiers = run_gate(side(base), side(cand), GateRules(metrics=("recall_at_5",), scope="tiers"))
+    assert [r.tier for r in tiers.rows] == ["all"]

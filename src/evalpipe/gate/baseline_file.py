@@ -144,6 +144,7 @@ def read_baseline(path: Path) -> Side:
                     str(data.get("corpus_sha256") or ""),
                     split,
                     "file",
+                    str(data.get("version") or ""),
                 ),
                 cases,
                 {k: float(v) for k, v in figures.items() if isinstance(v, int | float)},

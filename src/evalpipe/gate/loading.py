@@ -68,7 +68,8 @@ def store_fixture_run(client: Any, run: Any) -> FixtureRun:
     tags, params = dict(source.data.tags), dict(source.data.params)
     logged = logged_data(source)
     split = split_of(tags, params)
-    data = DataId(logged.fixture_sha256, logged.corpus_sha256, split, logged.source)
+    version = tags.get("evalpipe.fixture_version", "")
+    data = DataId(logged.fixture_sha256, logged.corpus_sha256, split, logged.source, version)
     key = FixtureKey(fixture_name(tags, params, logged.fixture_name), split)
     figures = {k: float(v) for k, v in source.data.metrics.items()}
     return FixtureRun(key, data, cases, figures, source.info.experiment_id)
@@ -158,6 +159,7 @@ def _saved_fixture_run(directory: Path) -> tuple[FixtureRun, Any]:
         corpus.sha256 if corpus else tags.get("evalpipe.corpus_sha256", ""),
         split,
         "saved run",
+        tags.get("evalpipe.fixture_version", ""),
     )
     key = FixtureKey(fixture_name(tags, params, fx.name if fx else ""), split)
     return FixtureRun(key, data, cases, dict(saved.metrics)), saved

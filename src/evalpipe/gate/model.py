@@ -44,12 +44,15 @@ class DataId:
     split: str = ALL_SPLIT
     #: where the digests were read: "inputs" (MLflow dataset inputs), "tags", "file", "saved run"
     read_from: str = ""
+    #: the fixture's version (tag `evalpipe.fixture_version`; a BEIR fixture's qrels split)
+    version: str = ""
 
     def to_json(self) -> dict[str, str]:
         return {
             "fixture_sha256": self.fixture_sha256,
             "corpus_sha256": self.corpus_sha256,
             "split": self.split,
+            "version": self.version,
         }
 
 

@@ -97,7 +97,9 @@ def data_lines(result: GateResult) -> list[str]:
         d = f.baseline.data
         out.append(
             f"{f.key}: fixture sha256 {d.fixture_sha256[:12] or '?'}, corpus sha256 "
-            f"{d.corpus_sha256[:12] or '?'}, split {d.split}, {f.cases} cases"
+            f"{d.corpus_sha256[:12] or '?'}, split {d.split}"
+            + (f", version {d.version}" if d.version else "")
+            + f", {f.cases} cases"
         )
     return out
 

@@ -42,4 +42,19 @@ def differences(base: FixtureRun, cand: FixtureRun) -> list[str]:
         out.append(
             f"{base.key.fixture}: split differs: baseline {base.data.split!r}, candidate {cand.data.split!r}"
         )
+    if base.data.version and cand.data.version and base.data.version != cand.data.version:
+        out.append(
+            f"{base.key.fixture}: fixture version differs: baseline {base.data.version!r}, "
+            f"candidate {cand.data.version!r}"
+        )
+    if not out:  # same digests: the cases must be the same too (a BEIR digest covers its corpus only)
+        b_ids, c_ids = set(base.cases.case_ids), set(cand.cases.case_ids)
+        if b_ids != c_ids:
+            only_b, only_c = sorted(b_ids - c_ids), sorted(c_ids - b_ids)
+            out.append(
+                f"{base.key.fixture}: the runs scored different cases: {len(only_b)} only in the baseline"
+                + (f" (e.g. {only_b[0]!r})" if only_b else "")
+                + f", {len(only_c)} only in the candidate"
+                + (f" (e.g. {only_c[0]!r})" if only_c else "")
+            )
     return out

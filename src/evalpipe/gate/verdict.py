@@ -201,7 +201,8 @@ def gate_fixture(
         scopes: list[tuple[str, list[str]]] = []
         if rules.scope in ("both", "overall"):
             scopes.append((OVERALL, cases))
-        if rules.scope in ("both", "tiers"):
+        one_tier = len(tiers) == 1 and rules.scope == "both"  # its rows would repeat the overall ones
+        if rules.scope in ("both", "tiers") and not one_tier:
             for tier in tiers:
                 in_tier = [c for c in cases if base.cases.info.get(c) and base.cases.info[c].tier == tier]
                 if in_tier:
