@@ -472,3 +472,28 @@ def test_baseline_commands_refuse_bad_input(synth):
     assert "Exit status: 0 no regression, 1 regression, 2 cannot compare" in helps[0]
     assert "--allow-different-data" in helps[0] and "--max-drop-for" in helps[0]
     assert "evalpipe baseline set main" in helps[1] and "--output" in helps[2]
+
+
+def test_a_run_that_did_not_finish_is_not_gated(synth):
+    tmp, uri = synth["tmp"], synth["uri"]
+    client = client_for(uri)
+    exp = client.get_experiment_by_name("evalpipe/synth")
+    failed = client.create_run(exp.experiment_id, run_name="crashed")
+    client.set_terminated(failed.info.run_id, status="FAILED")
+    proc = gate(
+        tmp, "--baseline", synth["base"], "--candidate", failed.info.run_id[:10], "--tracking-uri", uri
+    )
+    assert proc.returncode == 2
+    assert f"run crashed ({failed.info.run_id}) is FAILED, not FINISHED" in proc.stderr
+    # A sweep parent: its points all measured the same fixture, so there is no one run to gate.
+    proc = cli(tmp, "-m", "~ranker", "+ranker._target_=plugins_gate.AnswerFileRetriever",
+               f"+ranker.path={synth['good']},{answers(tmp, 'b', synth['cases'], {'exact'})}",
+               f"fixture.path={synth['fixture']}", f"tracking.uri={uri}", f"hydra.sweep.dir={tmp / 'sweep'}",
+               "progress=false", "plots=false")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    parent = next(
+        r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("evalpipe.role") == "parent"
+    )
+    proc = gate(tmp, "--baseline", synth["base"], "--candidate", parent.info.run_id, "--tracking-uri", uri)
+    assert proc.returncode == 2 and "has two runs on fixture synth" in proc.stderr
+    assert "gate one of them by its run ID" in proc.stderr
