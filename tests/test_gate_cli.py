@@ -486,14 +486,19 @@ def test_a_run_that_did_not_finish_is_not_gated(synth):
     assert proc.returncode == 2
     assert f"run crashed ({failed.info.run_id}) is FAILED, not FINISHED" in proc.stderr
     # A sweep parent: its points all measured the same fixture, so there is no one run to gate.
-    proc = cli(tmp, "-m", "~ranker", "+ranker._target_=plugins_gate.AnswerFileRetriever",
-               f"+ranker.path={synth['good']},{answers(tmp, 'b', synth['cases'], {'exact'})}",
-               f"fixture.path={synth['fixture']}", f"tracking.uri={uri}", f"hydra.sweep.dir={tmp / 'sweep'}",
-               "progress=false", "plots=false")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    parent = next(
-        r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("evalpipe.role") == "parent"
-    )
+    paths = f"{synth['good']},{answers(tmp, 'b', synth['cases'], {'exact'})}"
+    sweep = ["-m", "~ranker", "+ranker._target_=plugins_gate.AnswerFileRetriever", f"+ranker.path={paths}"]
+    sweep += [f"fixture.path={synth['fixture']}", f"tracking.uri={uri}", "progress=false", "plots=false"]
+    for n in (1, 2):  # the second sweep reuses both points
+        proc = cli(tmp, *sweep, f"hydra.sweep.dir={tmp / f'sweep{n}'}")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"])
+    parent = next(r for r in runs if r.data.tags.get("evalpipe.role") == "parent")
+    reused = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(reused) == 2 and all("evalpipe.reused_run_id" in r.data.tags for r in reused)
+    for r in reused:  # a reused point shows the data of the run it reuses
+        names = sorted(d.dataset.name for d in r.inputs.dataset_inputs)
+        assert names == ["synth", "synth-corpus"], r.info.run_name
     proc = gate(tmp, "--baseline", synth["base"], "--candidate", parent.info.run_id, "--tracking-uri", uri)
     assert proc.returncode == 2 and "has two runs on fixture synth" in proc.stderr
     assert "gate one of them by its run ID" in proc.stderr
