@@ -273,3 +273,12 @@ def test_a_fixture_with_one_tier_is_gated_once():
     assert [r.tier for r in both.rows] == ["overall"]
     tiers = run_gate(side(base), side(cand), GateRules(metrics=("recall_at_5",), scope="tiers"))
     assert [r.tier for r in tiers.rows] == ["all"]
+
+
+def test_the_step_summary_version_lists_at_most_the_case_limit():
+    base = fixture_run({"exact": [1.0] * 30}, "base")
+    cand = fixture_run({"exact": [0.0] * 30}, "cand")
+    result = run_gate(side(base), side(cand), GateRules(metrics=("recall_at_5",)))
+    full, short = render.markdown(result), render.markdown(result, case_limit=10)
+    assert full.count("| lost | exact |") == 30 and short.count("| lost | exact |") == 10
+    assert "... 20 more cases in the full report" in short

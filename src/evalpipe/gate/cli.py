@@ -222,7 +222,9 @@ def gate_main(argv: Sequence[str] | None = None) -> int:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json_text, encoding="utf-8")
             console.print(f"wrote {args.json}", highlight=False)
-        summary = _step_summary(text)
+        summary = _step_summary(
+            text if len(text) < 500_000 else render.markdown(result, render.SUMMARY_CASES)
+        )
         if summary:
             console.print(f"appended the table to $GITHUB_STEP_SUMMARY ({summary})", highlight=False)
     except OSError as exc:

@@ -120,7 +120,12 @@ def _diff_title(fixture: FixtureGate) -> str:
     )
 
 
-def markdown(result: GateResult) -> str:
+#: Lost/won cases listed per fixture in $GITHUB_STEP_SUMMARY (GitHub caps a step summary at 1 MiB).
+SUMMARY_CASES = 200
+
+
+def markdown(result: GateResult, case_limit: int | None = None) -> str:
+    """The report as Markdown; `case_limit` lists at most that many lost/won cases per fixture."""
     from evalpipe.reporting.report import markdown_table
     from evalpipe.sweeps.case_diff import tier_rows
 
@@ -144,8 +149,14 @@ def markdown(result: GateResult) -> str:
         lines += markdown_table(head, counts) + [""]
         head, cases = _case_table(fixture)
         if cases:
+            shown = cases if case_limit is None else cases[:case_limit]
             lines += ["<details open><summary>lost and won cases</summary>", ""]
-            lines += markdown_table(head, [[_md(c) for c in row] for row in cases])
+            lines += markdown_table(head, [[_md(c) for c in row] for row in shown])
+            if len(shown) < len(cases):
+                lines += [
+                    "",
+                    f"... {len(cases) - len(shown)} more cases in the full report (`--markdown` file)",
+                ]
             lines += ["", "</details>", ""]
     if result.warnings:
         lines += ["### Warnings", ""] + [f"- {_md(w)}" for w in result.warnings] + [""]
