@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from evalpipe.corpus.draft import Draft, SourceParseError, find_in_bases
+from evalpipe.corpus.draft import Draft, Part, SourceParseError, compose_text, find_in_bases, merge_metadata
 from evalpipe.corpus.model import Unit
 from evalpipe.corpus.qualify import qualified
 
@@ -151,27 +151,51 @@ def _segment(lines: list[str], node: ast.AST) -> str:
     return textwrap.dedent("\n".join(lines[start:end]))
 
 
-def _outline(lines: list[str], body: Sequence[ast.stmt]) -> str:
-    """Module/class body with nested defs reduced to their signatures.
+def _outline(lines: list[str], body: Sequence[ast.stmt], signatures: bool = True) -> str:
+    """Module/class body with nested defs reduced to their signatures (or left out).
 
     Method bodies have their own units, so repeating them in the class text would
-    only make the class look relevant to every query about one of its methods.
+    only make the class look relevant to every query about one of its methods. A
+    module leaves its definitions out entirely (`signatures=False`): in a
+    one-function-per-file layout their signatures would make the module a copy of
+    the function, outranking it.
     """
     out = []
     for stmt in _body_without_docstring(body):
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            out.append(signature_of(stmt))
+            if signatures:
+                out.append(signature_of(stmt))
         else:
             out.append(_segment(lines, stmt))
     return "\n".join(out)
 
 
 def _function_body(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """The body after the docstring, with the comment lines just above its first statement."""
     body = _body_without_docstring(node.body)
     if not body:
         return ""
     start = body[0].lineno - 1
+    floor = node.body[0].end_lineno if body[0] is not node.body[0] else node.lineno
+    while start - 1 >= (floor or 0) and lines[start - 1].strip().startswith("#"):
+        start -= 1
     return textwrap.dedent("\n".join(lines[start : node.end_lineno]))
+
+
+def _is_placeholder(stmt: ast.stmt) -> bool:
+    """`...` or `pass`: the body of a stub."""
+    if isinstance(stmt, ast.Pass):
+        return True
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and stmt.value.value is ...
+
+
+def is_overload(decorators: Sequence[ast.expr]) -> bool:
+    """`@overload`, `@typing.overload`, `@t.overload`, `@typing_extensions.overload`."""
+    for dec in decorators:
+        chain = _name_chain(dec)
+        if chain and chain[-1] == "overload":
+            return True
+    return False
 
 
 def _name_chain(expr: ast.expr) -> tuple[str, ...] | None:
@@ -272,15 +296,12 @@ def extract_python(
     drafts: list[Draft] = []
 
     doc = ast.get_docstring(tree) or ""
-    top_level_names = [
-        s.name for s in tree.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-    ]
+    # what only the module has: its docstring, imports and top-level statements (its
+    # definitions are units of their own; `contains` links them)
     mod_text = [f"module {module}"]
     if doc:
         mod_text.append(doc)
-    if top_level_names:
-        mod_text.append("defines: " + ", ".join(top_level_names))
-    outline = _clip(_outline(lines, tree.body), excerpt_chars)
+    outline = _clip(_outline(lines, tree.body, signatures=False), excerpt_chars)
     if outline:
         mod_text.append(outline)
     mod = Draft(
@@ -318,18 +339,22 @@ def extract_python(
         doc = ast.get_docstring(node) or ""
         decorators = [ast.unparse(d) for d in node.decorator_list]
         body = _outline(lines, node.body) if is_class else _function_body(lines, node)
-        parts = ["\n".join([*(f"@{d}" for d in decorators), sig])]
-        if doc:
-            parts.append(doc)
-        body = _clip(body, excerpt_chars)
-        if body:
-            parts.append(body)
+        stub = not is_class and is_overload(node.decorator_list)
+        if stub and all(_is_placeholder(b) for b in _body_without_docstring(node.body)):
+            body = ""  # `def f(x: int) -> int: ...`: the signature is all there is
+        part = Part(
+            kind=kind,
+            signature="\n".join([*(f"@{d}" for d in decorators), sig]),
+            doc=doc,
+            body=_clip(body, excerpt_chars),
+            overload=stub,
+        )
         draft = Draft(
             id=f"{path}::{qualname}",
             kind=kind,
             qualname=qualname,
             title=qualname,
-            text="\n\n".join(parts),
+            text=compose_text([part]),
             metadata={
                 "name": node.name,
                 "qualname": qualname,
@@ -342,12 +367,18 @@ def extract_python(
                 "decorators": decorators,
             },
             class_qualname=class_qualname,
+            parts=[part],
         )
         existing = by_id.get(draft.id)
         if existing is not None:
-            # a redefinition (property setter, @overload, conditional def): one unit whose
-            # calls cover every definition; the first definition's text is kept
+            # a redefinition (@overload stubs and their implementation, a property setter):
+            # one unit whose text holds every definition and whose calls cover them all
             existing.metadata["end_line"] = max(existing.metadata["end_line"], node.end_lineno or 0)
+            existing.parts.append(part)
+            existing.text = compose_text(existing.parts)
+            merge_metadata(existing.metadata, existing.parts)
+            known = existing.metadata["decorators"]
+            known.extend(d for d in decorators if d not in known)
             draft = existing
         else:
             by_id[draft.id] = draft
