@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.root.is_dir():
         parser.error(f"ROOT {args.root} is not a directory (nor a .jsonl corpus to summarize)")
     if args.output is None:
-        parser.error("-o OUT.jsonl is required when ROOT is a directory")
+        parser.error("the -o/--output OUT.jsonl argument is required when ROOT is a directory")
     if args.output.exists() and args.output.is_dir():
         parser.error(
             f"-o {args.output} is a directory; give a file name such as {args.output / 'corpus.jsonl'}"

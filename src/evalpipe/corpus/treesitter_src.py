@@ -187,9 +187,12 @@ def resolve_tree_sitter(files: Sequence[SourceFile], go_module: str = "") -> lis
         return [g for g in go_dirs.get(posixpath.dirname(f.path), []) if g.package == f.package]
 
     def go_import_dir(spec: str) -> str | None:
-        if not go_module or not (spec == go_module or spec.startswith(go_module + "/")):
+        if go_module == "std":  # Go's own src/: `import "net/http"` is the directory net/http
+            rel = spec
+        elif not go_module or not (spec == go_module or spec.startswith(go_module + "/")):
             return None
-        rel = spec[len(go_module) + 1 :]
+        else:
+            rel = spec[len(go_module) + 1 :]
         return rel if rel in go_dirs or (rel == "" and "" in go_dirs) else None
 
     def in_files(candidates: Sequence[SourceFile], qualname: str) -> str | None:
