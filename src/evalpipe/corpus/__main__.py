@@ -63,7 +63,11 @@ def make_parser() -> argparse.ArgumentParser:
         "(.jsonl/.jsonl.gz) whose statistics to print",
     )
     parser.add_argument(
-        "-o", "--output", type=Path, metavar="OUT.jsonl", help="JSONL file to write (required for a directory)"
+        "-o",
+        "--output",
+        type=Path,
+        metavar="OUT.jsonl",
+        help="JSONL file to write (required for a directory)",
     )
     parser.add_argument(
         "--include",

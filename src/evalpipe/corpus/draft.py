@@ -76,7 +76,9 @@ def merge_metadata(metadata: dict, parts: Sequence[Part]) -> None:
     if len(parts) < 2:
         return
     # a Python signature block starts with its decorators: the metadata keeps the `def` line
-    overloads = ["\n".join(x for x in p.signature.split("\n") if not x.startswith("@")) for p in parts if p.overload]
+    overloads = [
+        "\n".join(x for x in p.signature.split("\n") if not x.startswith("@")) for p in parts if p.overload
+    ]
     if overloads:
         metadata["overloads"] = overloads
     kinds = list(dict.fromkeys(p.kind for p in parts))

@@ -251,9 +251,7 @@ class GoExtractor(BaseExtractor):
 Resolver = Callable[[Any, tuple[str, ...]], "str | None"]
 
 
-def go_implements(
-    files: Sequence[Any], resolve: Resolver, kinds: Mapping[str, str]
-) -> dict[str, list[str]]:
+def go_implements(files: Sequence[Any], resolve: Resolver, kinds: Mapping[str, str]) -> dict[str, list[str]]:
     """Type unit ID -> IDs of the corpus interfaces it implements (method sets compared).
 
     `files` are the parsed Go `SourceFile`s; `resolve(file, ref)` turns a raw type reference
@@ -321,7 +319,9 @@ def go_implements(
             continue
         candidates: set[str] | None = None
         for m in sorted(wanted, key=lambda m: len(by_method.get(m, ()))):
-            candidates = set(by_method.get(m, set())) if candidates is None else candidates & by_method.get(m, set())
+            candidates = (
+                set(by_method.get(m, set())) if candidates is None else candidates & by_method.get(m, set())
+            )
             if not candidates:
                 break
         exported_only = all(m[:1].isupper() for m in wanted)

@@ -169,9 +169,12 @@ class BaseExtractor:
         """A new draft, or another declaration of an existing one (TS overloads, declaration
         merging, several Go `init()`): then the declaration joins the draft's parts and its text."""
         doc = doc_before(doc_anchor)
-        body_text = (
-            excerpt_text if excerpt_text is not None else excerpt(self.lines, node, body, self.limit)
-        )
+        if excerpt_text is not None:
+            body_text = excerpt_text
+        elif overload and body is None:
+            body_text = ""  # an overload signature: the signature is all there is
+        else:
+            body_text = excerpt(self.lines, node, body, self.limit)
         part = Part(kind=kind, signature=sig, doc=doc, body=body_text, overload=overload)
         existing = self._by_qualname.get(qualname)
         if existing is not None:
@@ -207,7 +210,11 @@ class BaseExtractor:
     # -- references --------------------------------------------------------
 
     def collect(
-        self, draft: Draft, nodes: Sequence[Any], receiver: str = "", skip: Callable[[Any], bool] | None = None
+        self,
+        draft: Draft,
+        nodes: Sequence[Any],
+        receiver: str = "",
+        skip: Callable[[Any], bool] | None = None,
     ) -> None:
         """Calls, function values passed as arguments and subcommand registrations in `nodes`."""
         stack = list(reversed(nodes))
@@ -215,14 +222,16 @@ class BaseExtractor:
             node = stack.pop()
             if skip is not None and skip(node):
                 continue
-            ref = self.call_ref(node, receiver)
-            if ref:
-                draft.raw_calls.append(ref)
+            if node.type in ("call_expression", "new_expression"):
+                ref = self.call_ref(node, receiver)
+                if ref:
+                    draft.raw_calls.append(ref)
                 args = node.child_by_field_name("arguments")
-                if args is not None:
+                if args is not None:  # whatever the callee (`s.mux.HandleFunc("/", s.handle)`)
                     values = [a for a in args.children if a.is_named and a.type != "comment"]
-                    if ref[-1] in SUBCOMMAND_METHODS and ref[0] in ("member", "self"):
-                        parent = ("name", ref[1]) if ref[0] == "member" else ()
+                    method = self.method_name(node)
+                    if method in SUBCOMMAND_METHODS:
+                        parent = self.subcommand_parent(node, receiver)
                         children = tuple(r for r in (self.value_ref(v, receiver, True) for v in values) if r)
                         if children:
                             draft.raw_subcommands.append((parent, children))
@@ -234,6 +243,24 @@ class BaseExtractor:
                     if r:
                         draft.raw_refs.append(r)
             stack.extend(reversed(node.children))
+
+    @staticmethod
+    def method_name(call: Any) -> str:
+        """`AddCommand` in `x.y.AddCommand(...)` (Go selector or TS member call), else ""."""
+        fn = call.child_by_field_name("function")
+        if fn is None:
+            return ""
+        name = fn.child_by_field_name("field") or fn.child_by_field_name("property")
+        return text_of(name) if name is not None else ""
+
+    def subcommand_parent(self, call: Any, receiver: str) -> tuple[str, ...]:
+        """The command a subcommand is added to: a named variable or function (`rootCmd`,
+        `newRootCmd()`), or () when it is a local or the method's receiver."""
+        fn = call.child_by_field_name("function")
+        obj = fn.child_by_field_name("operand") or fn.child_by_field_name("object")
+        if obj is None or (receiver and text_of(obj) == receiver):
+            return ()
+        return self.value_ref(obj, receiver, calls_too=True) or ()
 
     def call_ref(self, node: Any, receiver: str) -> tuple[str, ...] | None:
         if node.type == "call_expression":
@@ -257,7 +284,9 @@ class BaseExtractor:
             operand, fld = fn.child_by_field_name("operand"), fn.child_by_field_name("field")
             if operand is not None and fld is not None and operand.type == "identifier":
                 obj = text_of(operand)
-                return ("self", text_of(fld)) if receiver and obj == receiver else ("member", obj, text_of(fld))
+                return (
+                    ("self", text_of(fld)) if receiver and obj == receiver else ("member", obj, text_of(fld))
+                )
         if fn.type == "member_expression":  # TS/JS: this.m / ns.f
             obj, prop = fn.child_by_field_name("object"), fn.child_by_field_name("property")
             if obj is not None and prop is not None:

@@ -234,7 +234,9 @@ def resolve_tree_sitter(files: Sequence[SourceFile], go_module: str = "") -> lis
 
     type_kinds = ("class", "interface")
 
-    def resolve_all(f: SourceFile, d: Any, refs: Sequence[tuple[str, ...]], wanted: Sequence[str]) -> list[str]:
+    def resolve_all(
+        f: SourceFile, d: Any, refs: Sequence[tuple[str, ...]], wanted: Sequence[str]
+    ) -> list[str]:
         ids: list[str] = []
         for ref in refs:
             target = resolve_ref(f, ref)
@@ -280,7 +282,9 @@ def resolve_tree_sitter(files: Sequence[SourceFile], go_module: str = "") -> lis
     func_kinds = ("function", "method")
     for f in files:
         for d in f.drafts:
-            refs = [t for t in (resolve_value(f, d, r) for r in d.raw_refs) if t and kinds.get(t) in func_kinds]
+            refs = [
+                t for t in (resolve_value(f, d, r) for r in d.raw_refs) if t and kinds.get(t) in func_kinds
+            ]
             add_edges(d.id, "references", refs)
             for parent_ref, child_refs in d.raw_subcommands:
                 parent = resolve_ref(f, parent_ref) if parent_ref else None

@@ -133,7 +133,11 @@ class TsExtractor(BaseExtractor):
             return inner is not None and self._declaration(mod, inner, anchor)
         if t == "expression_statement":  # `namespace X { ... }` outside an export
             inner = decl.named_children[0] if decl.named_child_count == 1 else None
-            return inner is not None and inner.type == "internal_module" and self._declaration(mod, inner, anchor)
+            return (
+                inner is not None
+                and inner.type == "internal_module"
+                and self._declaration(mod, inner, anchor)
+            )
         name_node = decl.child_by_field_name("name")
         if t in self._CLASS and name_node is not None:
             self._class(mod, decl, anchor, text_of(name_node))
@@ -216,7 +220,9 @@ class TsExtractor(BaseExtractor):
             and n.type == "identifier"
         ]
         named = [
-            d for d in declarators if (n := d.child_by_field_name("name")) is not None and n.type == "identifier"
+            d
+            for d in declarators
+            if (n := d.child_by_field_name("name")) is not None and n.type == "identifier"
         ]
         requires = any(
             text_of(c.child_by_field_name("function") or c) == "require"
