@@ -512,8 +512,8 @@ def test_corpus_stats_and_cli(go_units: dict[str, Unit], tmp_path: Path, capsys)
     # hand count: 5 files -> 5 modules; shapes.go: Shape Solid sized Number Remote (interfaces),
     # Square Cube Flat (types), Square.Area Flat.Area Square.size; cube.go: Cube.Volume, init,
     # register (the two init() are one unit); shapes_test.go: TestArea; other.go: Disk Server
-    # (types), Disk.Area Disk.size Server.routes Server.handleArea, health run; root.go: rootCmd serveCmd (var), runRoot
-    # runServe newVersionCmd init newToolCmd
+    # (types), Disk.Area Disk.size Server.routes Server.handleArea, health run; root.go:
+    # rootCmd serveCmd (var), runRoot runServe newVersionCmd init newToolCmd
     assert stats.kinds == {"module": 5, "interface": 5, "type": 5, "method": 8, "function": 10, "var": 2}
     assert stats.test_units == 2  # shapes_test.go and its TestArea
     assert stats.relations["implements"] == 2 + 3 + 1
