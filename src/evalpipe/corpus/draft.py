@@ -48,20 +48,24 @@ class Part:
     doc: str = ""
     body: str = ""
     overload: bool = False  # a signature-only declaration (TS overload, Python @overload stub)
+    # comments inside the declaration's header (`# noqa`, a comment on one parameter), which a
+    # normalised signature drops
+    notes: str = ""
 
 
 def compose_text(parts: Sequence[Part], head: str = "") -> str:
     """A unit's text from its declarations.
 
     One declaration: `signature`, doc, body (the format every unit had before). Several: every
-    signature, one per line (source order), then each distinct doc comment (wherever it sits),
+    signature, one per line (source order), then every doc comment (wherever it sits),
     then every non-empty body, so signatures, docs and the implementation all stay retrievable.
     """
     if len(parts) == 1:
         p = parts[0]
-        return "\n\n".join(t for t in (head, p.signature, p.doc, p.body) if t)
-    signatures = "\n".join(p.signature for p in parts if p.signature)
-    docs = list(dict.fromkeys(p.doc for p in parts if p.doc))
+        sig = "\n".join(t for t in (p.signature, p.notes) if t)
+        return "\n\n".join(t for t in (head, sig, p.doc, p.body) if t)
+    signatures = "\n".join(t for p in parts for t in (p.signature, p.notes) if t)
+    docs = [p.doc for p in parts if p.doc]  # each overload may carry its own (even the same) doc
     bodies = [p.body for p in parts if p.body]
     return "\n\n".join(t for t in (head, signatures, *docs, *bodies) if t)
 

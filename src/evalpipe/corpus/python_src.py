@@ -17,7 +17,10 @@ so every stored edge points at a real unit.
 from __future__ import annotations
 
 import ast
+import io
+import re
 import textwrap
+import tokenize
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -79,41 +82,51 @@ def module_names(paths: Iterable[str], root_package: str = "") -> dict[str, str]
 # phase 1: extraction
 
 
-def _fmt_arg(arg: ast.arg, default: ast.expr | None) -> str:
+def _default_text(expr: ast.expr, lines: Sequence[str] | None) -> str:
+    """A default value as written (`1e-8`, `0x10`, `"x"`) when it fits on one line; `ast.unparse`
+    would rewrite it (`1e-08`, `16`, `'x'`)."""
+    if lines and expr.lineno == expr.end_lineno and expr.end_col_offset is not None:
+        raw = lines[expr.lineno - 1].encode("utf-8")[expr.col_offset : expr.end_col_offset]
+        return raw.decode("utf-8", errors="replace")
+    return ast.unparse(expr)
+
+
+def _fmt_arg(arg: ast.arg, default: ast.expr | None, lines: Sequence[str] | None = None) -> str:
     text = arg.arg
     if arg.annotation is not None:
         text += f": {ast.unparse(arg.annotation)}"
         if default is not None:
-            text += f" = {ast.unparse(default)}"
+            text += f" = {_default_text(default, lines)}"
     elif default is not None:
-        text += f"={ast.unparse(default)}"
+        text += f"={_default_text(default, lines)}"
     return text
 
 
-def format_arguments(args: ast.arguments) -> str:
-    """PEP 8 rendering of a parameter list (`ast.unparse` writes `x: int=1`)."""
+def format_arguments(args: ast.arguments, lines: Sequence[str] | None = None) -> str:
+    """PEP 8 rendering of a parameter list (`ast.unparse` writes `x: int=1`); with the source
+    `lines`, defaults are kept as written."""
     positional = [*args.posonlyargs, *args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-    parts = [_fmt_arg(a, d) for a, d in zip(positional, defaults, strict=True)]
+    parts = [_fmt_arg(a, d, lines) for a, d in zip(positional, defaults, strict=True)]
     if args.posonlyargs:
         parts.insert(len(args.posonlyargs), "/")
     if args.vararg is not None:
         parts.append("*" + _fmt_arg(args.vararg, None))
     elif args.kwonlyargs:
         parts.append("*")
-    parts.extend(_fmt_arg(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True))
+    parts.extend(_fmt_arg(a, d, lines) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True))
     if args.kwarg is not None:
         parts.append("**" + _fmt_arg(args.kwarg, None))
     return ", ".join(parts)
 
 
-def signature_of(node: ast.AST) -> str:
+def signature_of(node: ast.AST, lines: Sequence[str] | None = None) -> str:
     """`def f(x: int) -> str`, `async def g()`, `class C(Base, metaclass=M)`."""
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
         type_params = getattr(node, "type_params", None)
         tp = f"[{', '.join(ast.unparse(t) for t in type_params)}]" if type_params else ""
-        sig = f"{prefix} {node.name}{tp}({format_arguments(node.args)})"
+        sig = f"{prefix} {node.name}{tp}({format_arguments(node.args, lines)})"
         if node.returns is not None:
             sig += f" -> {ast.unparse(node.returns)}"
         return sig
@@ -164,7 +177,7 @@ def _outline(lines: list[str], body: Sequence[ast.stmt], signatures: bool = True
     for stmt in _body_without_docstring(body):
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             if signatures:
-                out.append(signature_of(stmt))
+                out.append(signature_of(stmt, lines))
         else:
             out.append(_segment(lines, stmt))
     return "\n".join(out)
@@ -175,17 +188,38 @@ def _function_body(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDe
     body = _body_without_docstring(node.body)
     if not body:
         return ""
-    start = body[0].lineno - 1
+    start = min([body[0].lineno, *(d.lineno for d in getattr(body[0], "decorator_list", ()))]) - 1
     floor = node.body[0].end_lineno if body[0] is not node.body[0] else node.lineno
-    while start - 1 >= (floor or 0) and lines[start - 1].strip().startswith("#"):
+    while start - 1 >= (floor or 0) and (
+        not lines[start - 1].strip() or lines[start - 1].strip().startswith("#")
+    ):
         start -= 1
+    while not lines[start].strip():
+        start += 1
     return textwrap.dedent("\n".join(lines[start : node.end_lineno]))
 
 
+def _header_comments(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
+    """Comments in a definition's decorators and signature (`# noqa: C901`, a comment on one
+    parameter, a comment between the `def` line and the docstring): `signature_of` rebuilds the
+    signature from the tree, which keeps no comments."""
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+    first = node.body[0]
+    end = first.lineno - 1
+    if lines[end][: first.col_offset].strip():  # `def f(): ...` : the header shares the line
+        end += 1
+    if len(_body_without_docstring(node.body)) < len(node.body):  # `"""Doc."""  # noqa: D212`
+        end = max(end, first.end_lineno or end)
+    segment = textwrap.dedent("\n".join(lines[start:end]))
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(segment + "\n").readline)
+        return "\n".join(t.string for t in tokens if t.type == tokenize.COMMENT)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return "\n".join(m.group(0) for line in segment.splitlines() if (m := re.search(r"#.*$", line)))
+
+
 def _is_placeholder(stmt: ast.stmt) -> bool:
-    """`...` or `pass`: the body of a stub."""
-    if isinstance(stmt, ast.Pass):
-        return True
+    """`...`: the body of a stub (a `pass` body is kept, it is what the source says)."""
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and stmt.value.value is ...
 
 
@@ -335,7 +369,7 @@ def extract_python(
         qualname = f"{prefix}.{node.name}" if prefix else node.name
         is_class = isinstance(node, ast.ClassDef)
         kind = "class" if is_class else ("method" if class_qualname else "function")
-        sig = signature_of(node)
+        sig = signature_of(node, lines)
         doc = ast.get_docstring(node) or ""
         decorators = [ast.unparse(d) for d in node.decorator_list]
         body = _outline(lines, node.body) if is_class else _function_body(lines, node)
@@ -348,6 +382,7 @@ def extract_python(
             doc=doc,
             body=_clip(body, excerpt_chars),
             overload=stub,
+            notes=_header_comments(lines, node) if node.body else "",
         )
         draft = Draft(
             id=f"{path}::{qualname}",

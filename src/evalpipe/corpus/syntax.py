@@ -75,8 +75,12 @@ def clean_comment(raw: str) -> str:
     return re.sub(r"^// ?", "", raw)
 
 
-def doc_before(node: Any) -> str:
-    """Comments directly above `node` (no blank line in between), oldest first."""
+def doc_before(node: Any, jsdoc_gap: bool = False) -> str:
+    """Comments directly above `node` (no blank line in between), oldest first.
+
+    With `jsdoc_gap` (TypeScript/JavaScript), a `/** ... */` block separated from the
+    declaration by blank lines only still documents it, as the TypeScript compiler attaches it.
+    """
     comments = []
     current = node
     prev = node.prev_sibling
@@ -84,12 +88,26 @@ def doc_before(node: Any) -> str:
         comments.append(clean_comment(text_of(prev)))
         current = prev
         prev = prev.prev_sibling
+    if not comments and jsdoc_gap and prev is not None and prev.type == "comment":
+        raw = text_of(prev)
+        if raw.startswith("/**") and not raw.startswith("/**/"):
+            comments.append(clean_comment(raw))
     return "\n".join(reversed(comments))
+
+
+#: Declarations that are nothing but a signature (overloads, abstract and ambient members):
+#: all of their text is the signature, however many lines it spans.
+SIGNATURE_NODES = frozenset({"function_signature", "method_signature", "abstract_method_signature"})
 
 
 def signature(node: Any, body: Any | None, prefix: str = "") -> str:
     src = node.text
-    head = src[: body.start_byte - node.start_byte] if body is not None else src.split(b"\n", 1)[0]
+    if body is not None:
+        head = src[: body.start_byte - node.start_byte]
+    elif node.type in SIGNATURE_NODES:
+        head = src
+    else:
+        head = src.split(b"\n", 1)[0]
     sig = collapse(head.decode("utf-8", errors="replace"))
     for tail in ("{", "=>", ";"):
         sig = sig.removesuffix(tail).rstrip()
@@ -100,8 +118,8 @@ def excerpt(lines: list[str], node: Any, body: Any | None, limit: int) -> str:
     if body is None:
         return clip(textwrap.dedent(text_of(node)), limit)
     start, end = body.start_point.row, body.end_point.row
-    if end - start < 2:
-        return clip(text_of(body), limit)
+    if end - start < 2 or not text_of(body).startswith("{"):  # `=> expr`: the whole expression
+        return clip(textwrap.dedent(text_of(body)) if end > start else text_of(body), limit)
     return clip(textwrap.dedent("\n".join(lines[start + 1 : end])), limit)
 
 
@@ -168,7 +186,7 @@ class BaseExtractor:
     ) -> Draft:
         """A new draft, or another declaration of an existing one (TS overloads, declaration
         merging, several Go `init()`): then the declaration joins the draft's parts and its text."""
-        doc = doc_before(doc_anchor)
+        doc = doc_before(doc_anchor, jsdoc_gap=self.language in ("typescript", "javascript"))
         if excerpt_text is not None:
             body_text = excerpt_text
         elif overload and body is None:
