@@ -12,7 +12,7 @@ import posixpath
 import re
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from evalpipe.corpus.draft import Draft, Part, compose_text, merge_metadata
@@ -35,7 +35,6 @@ class SourceFile:
     package: str = ""
     # Go: what implicit interface satisfaction needs (see go_src.GoTypes)
     go_types: Any = None
-    extra: dict = field(default_factory=dict)
 
 
 class Extractor(Protocol):

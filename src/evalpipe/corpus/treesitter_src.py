@@ -42,7 +42,7 @@ from evalpipe.corpus.draft import SourceParseError, find_in_bases
 from evalpipe.corpus.go_src import GoExtractor, go_implements
 from evalpipe.corpus.model import Unit
 from evalpipe.corpus.qualify import qualified
-from evalpipe.corpus.syntax import SourceFile, first_error_line
+from evalpipe.corpus.syntax import Extractor, SourceFile, first_error_line
 from evalpipe.corpus.ts_src import TsExtractor
 
 DEFAULT_EXCERPT_CHARS = 1200
@@ -142,7 +142,7 @@ def extract_tree_sitter(
     if strict and tree.root_node.has_error:
         line = first_error_line(tree.root_node) or 1
         raise TreeSitterParseError(path, line, f"{language} syntax error")
-    ex = (GoExtractor if language == "go" else TsExtractor)(source, path, language, excerpt_chars)
+    ex: Extractor = (GoExtractor if language == "go" else TsExtractor)(source, path, language, excerpt_chars)
     ex.extract(tree.root_node)
     go_types = ex.types if isinstance(ex, GoExtractor) else None
     return SourceFile(path, language, ex.drafts, ex.imports_raw, ex.bindings, ex.package, go_types)
