@@ -159,3 +159,26 @@ def test_expected_ids_survive_a_rebuild(tmp_path, raw_cases):
     with out.open(encoding="utf-8") as f:
         rebuilt = {json.loads(line)["id"] for line in f}
     assert [i for c in raw_cases for i in all_ids(c) if i not in rebuilt] == []
+
+
+def test_cli_run_lands_in_its_own_experiment(tmp_path):
+    """A real `python -m evalpipe fixture=fixgo` run: experiment evalpipe/go_gin, all 213 cases."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(PROJECT_ROOT / "src")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalpipe", "fixture=fixgo", "ranker=bm25", "ks=[5]", "metrics=[recall]",
+         f"tracking.uri={uri}", f"hydra.run.dir={tmp_path / 'out'}"],
+        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    client = MlflowClient(tracking_uri=uri)
+    (exp,) = [e for e in client.search_experiments() if e.name.startswith("evalpipe/")]
+    assert exp.name == "evalpipe/go_gin"
+    (run,) = client.search_runs([exp.experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["evalpipe.fixture"] == "go_gin"
+    assert run.data.tags["evalpipe.fixture_version"] == "1"
+    assert run.data.metrics["count/cases"] == 213
