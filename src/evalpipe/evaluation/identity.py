@@ -27,13 +27,19 @@ NON_MEASURING_KEYS = (
     "secret_keys",
     "allow_skipped",
     "timeout_s",
+    "objective_agg",
 )
+#: Split keys that mean nothing when the whole fixture is measured (fixture.split=all).
+SPLIT_ONLY_KEYS = ("split_seed", "test_fraction")
 
 
 def config_hash(cfg: Mapping[str, Any], *identity: str) -> str:
     """Identity of what a run measures: the config (less where it is logged) plus `identity`
     (fixture sha256, code fingerprint). A sweep resumes by skipping hashes already FINISHED."""
     measured = {k: v for k, v in cfg.items() if k not in NON_MEASURING_KEYS}
+    fixture = measured.get("fixture")  # the split is measured; its seed only when a split is taken
+    if isinstance(fixture, Mapping) and str(fixture.get("split") or "all") == "all":
+        measured["fixture"] = {k: v for k, v in fixture.items() if k not in SPLIT_ONLY_KEYS}
     blob = json.dumps([measured, *identity], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

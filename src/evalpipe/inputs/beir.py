@@ -117,10 +117,13 @@ def _check_paths(**values: object) -> None:
 
 
 def load_beir(
-    path: str | Path, split: str = "test", tiers: str | None = None, name: str | None = None
+    path: str | Path, qrels_split: str = "test", tiers: str | None = None, name: str | None = None
 ) -> Fixture:
-    """Load a BEIR folder; only queries judged in `qrels/<split>.tsv` become cases."""
-    _check_paths(path=path, tiers=tiers, split=split, name=name)
+    """Load a BEIR folder; only queries judged in `qrels/<qrels_split>.tsv` become cases.
+
+    (`fixture.split`, dev/test/all, is evalpipe's own hashed split, applied after loading.)"""
+    split = qrels_split
+    _check_paths(path=path, tiers=tiers, qrels_split=split, name=name)
     folder = resolve_path(path)
     if not folder.is_dir():
         raise FixtureError(f"BEIR folder not found: {folder} (set fixture.path=/path/to/dataset)")
@@ -133,7 +136,7 @@ def load_beir(
     if not qrels_file.is_file():
         splits = sorted(p.stem for p in (folder / "qrels").glob("*.tsv"))
         raise FixtureError(
-            f"{folder}: no qrels/{split}.tsv (fixture.split=...; available: {splits or 'none'})"
+            f"{folder}: no qrels/{split}.tsv (fixture.qrels_split=...; available: {splits or 'none'})"
         )
     try:
         qrels = read_trec_qrels(qrels_file)

@@ -75,6 +75,14 @@ class Fixture:
     source: str = ""
     sha256: str = ""
     version: str = ""
+    #: The part of the cases measured (`evalpipe.inputs.split`): all, dev or test.
+    split: str = "all"
+    split_label: str = ""
+
+    @property
+    def label(self) -> str:
+        """The name as reports print it: `gold`, or `gold [dev split (seed 0, test fraction 0.5)]`."""
+        return f"{self.name} [{self.split_label}]" if self.split_label else self.name
 
     @property
     def tiers(self) -> list[str]:
