@@ -65,6 +65,9 @@ def experiment_name(cfg: DictConfig) -> str:
     """`<prefix>/<fixture name>`, known from config alone so a sweep's parent can name it before any job."""
     if cfg.tracking.get("experiment"):
         return str(cfg.tracking.experiment)
+    suite = cfg.get("suite")
+    if suite and suite.get("name"):  # a suite run and its fixtures' runs sit together
+        return f"{cfg.tracking.experiment_prefix}/suite-{suite.name}"
     source = cfg.fixture.get("path") or cfg.fixture.get("qrels") or "fixture"
     fixture = cfg.fixture.get("name") or Path(str(source)).stem
     return f"{cfg.tracking.experiment_prefix}/{fixture}"

@@ -408,7 +408,10 @@ class MLflowSweepCallback(Callback):
         config = self._config
         if config is None or not holdout.wanted(config):
             return None
+        from evalpipe.suite.members import hydra_overrides
+
         task = [str(x) for x in OmegaConf.to_container(config.hydra.overrides.task, resolve=False)]
+        task += hydra_overrides([str(x) for x in OmegaConf.to_container(config.hydra.overrides.hydra)])
         link = link_env(parent, holdout.HOLDOUT_ROLE, self._sweep_id)
         try:
             held = holdout.run_holdout(

@@ -591,6 +591,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         tracker = open_tracker(args.tracking_uri)
         client = tracker.client
         mlflow_runs, notes = select_runs(client, args)
+        from evalpipe.suite.compare import compare_suites, is_suite_run
+
+        suites = [r for r in mlflow_runs if is_suite_run(r)]
+        if suites:  # suites are compared fixture by fixture, on their fixtures' runs
+            return compare_suites(client, suites, args, console, err, notes)
         runs = [load_cases(client, r) for r in mlflow_runs]
         try:
             baseline = pick_baseline(runs, args.baseline)

@@ -149,7 +149,8 @@ def best_overrides(
     """The best point's overrides: its job's own, else the reference plus its swept values."""
     items = job_overrides(sweep_dir, row.job)
     if items is not None:
-        return [o for o in items if override_key(o) not in OWN_KEYS]
+        own = [o for o in items if override_key(o) not in OWN_KEYS]
+        return own + [o for o in reference if override_key(o).startswith("hydra.") and o not in own]
     return list(reference) + [f"{k}={row.values[k]}" for k in swept if k in row.values]
 
 
