@@ -105,6 +105,14 @@ def test_memorising_ranker_shows_a_large_gap_and_no_gain_on_test(tmp_path, plant
     assert holdout_csv[0]["point"] == "best" and float(holdout_csv[0]["dev"]) == 1.0
     assert holdout_csv[0]["verdict"] == "not_better"
 
+    # An experiment holding dev points and test re-runs: compare asks which split, then compares it.
+    from evalpipe.sweeps.compare import main as compare_main
+
+    base = ["--experiment", "evalpipe/planted", "--tracking-uri", uri, "--resamples", "200"]
+    assert compare_main(base) == 2
+    assert compare_main([*base, "--split", "test", "--markdown", str(tmp_path / "t.md")]) == 0
+    assert "2 runs · 20 common cases" in (tmp_path / "t.md").read_text()
+
 
 def test_holdout_false_and_all_split_run_no_holdout(tmp_path, planted):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

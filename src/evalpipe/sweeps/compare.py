@@ -299,8 +299,34 @@ def select_runs(client: Any, args: argparse.Namespace) -> tuple[list[Any], list[
         for r in skipped:
             notes.append(f"left out {r.info.run_name} ({r.info.run_id[:8]}): its ranker was skipped")
         runs = [r for r in runs if not r.data.tags.get("evalpipe.skipped")]
+    runs = by_split(runs, getattr(args, "split", None), bool(args.runs))
     runs.sort(key=lambda r: (r.info.start_time or 0, r.info.run_id))
     return runs, notes
+
+
+def by_split(runs: list[Any], wanted: str | None, explicit: bool) -> list[Any]:
+    """Runs of one split (tag evalpipe.split; none = all): dev and test runs share no case, so an
+    experiment holding both (a dev sweep and its hold-out re-runs) needs --split."""
+    from evalpipe.inputs.split import SPLIT_TAG
+
+    def split_of(run: Any) -> str:
+        return run.data.tags.get(SPLIT_TAG) or "all"
+
+    if wanted:
+        kept = [r for r in runs if split_of(r) == wanted]
+        if not kept:
+            raise CompareError(f"no selected run measured --split {wanted}")
+        return kept
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[split_of(r)] = counts.get(split_of(r), 0) + 1
+    if len(counts) > 1 and not explicit:
+        seen = ", ".join(f"{s}: {n}" for s, n in sorted(counts.items()))
+        raise CompareError(
+            f"the selected runs measure different splits ({seen}) and share no cases across them; "
+            f"add --split {max(counts, key=lambda s: counts[s])} (or another of {', '.join(sorted(counts))})"
+        )
+    return runs
 
 
 def load_cases(client: Any, run: Any) -> RunCases:
@@ -543,6 +569,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--tracking-uri",
         default=os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlruns/mlflow.db",
         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db, as the app)",
+    )
+    parser.add_argument(
+        "--split",
+        choices=("all", "dev", "test"),
+        help="only runs of this fixture split (tag evalpipe.split); needed when the selection mixes splits",
     )
     parser.add_argument(
         "--metrics",
