@@ -126,10 +126,20 @@ def test_suite_figures_equal_single_runs_and_macro_mean(tmp_path, conf):
 def test_sweep_over_a_suite_optimises_the_macro_mean(tmp_path, conf):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     sweep = ["suite=pair", "ranker.fields=[title],[title,text]", f"hydra.sweep.dir={tmp_path / 'ms'}"]
-    run(tmp_path, "-m", *common(tmp_path, conf, uri), *sweep)
+    proc = run(tmp_path, "-m", *common(tmp_path, conf, uri), *sweep, "fixture.split=dev")
     runs = all_runs(uri)
     (parent,) = [r for r in runs if r.data.tags.get("evalpipe.role") == "parent"]
-    points = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    under = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    points = [r for r in under if r.data.tags.get("evalpipe.role") == "child"]
+    # The hold-out re-runs of a suite sweep are suite runs on the test split (means only, no CI).
+    held = {
+        r.data.tags["evalpipe.holdout"]: r for r in under if r.data.tags.get("evalpipe.role") == "holdout"
+    }
+    assert set(held) == {"best", "default"}
+    assert {r.data.tags["evalpipe.split"] for r in held.values()} == {"test"}
+    assert all(r.data.tags["evalpipe.suite"] == "pair" for r in held.values())
+    assert parent.data.metrics["holdout/best_test"] == held["best"].data.metrics["recall_at_5"]
+    assert "hold-out check" in proc.stdout
     assert len(points) == 2 and all(p.data.tags.get("evalpipe.suite") == "pair" for p in points)
     for p in points:  # each point is a suite run: its objective is the mean over its two fixtures
         m = p.data.metrics

@@ -21,6 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 from evalpipe.safety import signals
 from evalpipe.safety.errors import EvalpipeError
 
+#: The suite run's ID and status in its output dir (what a sweep's hold-out re-run reads back).
+SUITE_FILE = "suite_run.json"
+
 
 def evaluate_suite(cfg: DictConfig) -> float:
     from rich.console import Console
@@ -101,6 +104,8 @@ def evaluate_suite(cfg: DictConfig) -> float:
             suite, members, objective, split, ranker_choice, run_name, out, tracker, parent, resolved
         )
         status = "FINISHED"
+        marker = {"run_id": parent or "", "status": status}
+        (out / SUITE_FILE).write_text(json.dumps(marker), encoding="utf-8")
     except BaseException as exc:
         if signals.is_interrupt(exc):
             status = "KILLED"

@@ -184,11 +184,13 @@ def saved_run(out_dir: Path) -> tuple[str, str]:
         return str(info.get("run_id") or ""), str(info.get("status") or "")
     except (OSError, ValueError):
         pass
-    try:
-        marker = json.loads((out_dir / "reused_run.json").read_text(encoding="utf-8"))
-        return str(marker["run_id"]), "FINISHED"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "", ""
+    for name in ("reused_run.json", "suite_run.json"):  # a reused point; a suite run
+        try:
+            marker = json.loads((out_dir / name).read_text(encoding="utf-8"))
+            return str(marker["run_id"]), str(marker.get("status") or "FINISHED")
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return "", ""
 
 
 def per_case(client: Any, run_id: str, objective: str) -> dict[str, float] | None:
