@@ -286,7 +286,7 @@ class MLflowSweepCallback(Callback):
         table = Table(
             box=box.SIMPLE_HEAD,
             title=f"sweep {self._sweep_id}: top {len(top)} of {len(self._rows)} points "
-            f"by {escape(self._objective)}",
+            f"by {escape(self._objective)}{self._split_note()}",
             title_justify="left",
         )
         for i, h in enumerate(header):
@@ -305,6 +305,12 @@ class MLflowSweepCallback(Callback):
         console.print(f"parent run: {parent} ({status})", highlight=False)
         for line in ui_lines(tracker.uri, self._experiment_id, parent, tracker.ui_command):
             console.print(escape(line), highlight=False, soft_wrap=True)
+
+    def _split_note(self) -> str:
+        """` on fixture.split=dev` when the sweep measured part of its fixture."""
+        fixture = self._config.get("fixture") if self._config is not None else None
+        split = str((fixture or {}).get("split") or "all")
+        return "" if split == "all" else f" on fixture.split={split}"
 
     @staticmethod
     def _end_orphans(tracker: Any, parent: str, status: str) -> None:
