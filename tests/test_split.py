@@ -202,3 +202,13 @@ def test_memo_keeps_the_unsplit_fixture(tmp_path):
     assert len(a.fixture.cases) + len(b.fixture.cases) == 204
     assert a.split == split.SplitSettings("dev", 0, 0.5)
     assert os.path.isfile(GOLD)
+
+
+def test_a_fixture_config_instantiated_directly_applies_its_split():
+    """Scripts build `cfg.fixture` with hydra.utils.instantiate: the split keys are loader arguments."""
+    from hydra.utils import instantiate
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["fixture.split=test"])
+    fx = instantiate(cfg.fixture)
+    assert fx.split == "test" and fx.tier_counts() == {"exact": 41, "concept": 42, "multi_hop": 20}

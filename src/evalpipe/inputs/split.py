@@ -145,3 +145,14 @@ def apply(fixture: Any, settings: SplitSettings) -> tuple[Any, list[str]]:
 def without_split_keys(fixture_cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The resolved fixture config the loader is built from: the split keys are not its arguments."""
     return {k: v for k, v in fixture_cfg.items() if k not in SPLIT_KEYS}
+
+
+def loaded(
+    fixture: Any, split: Any = "all", split_seed: Any = DEFAULT_SEED, test_fraction: Any = None
+) -> Any:
+    """A loader's result with its `fixture.split*` arguments applied, for code that builds a fixture
+    config directly (`instantiate(cfg.fixture)` in scripts). A run strips these keys before the
+    loader is built and applies the split itself (`preflight.check`), so the loaded fixture is
+    memoised unsplit and the warnings are printed."""
+    settings = settings_from({"split": split, "split_seed": split_seed, "test_fraction": test_fraction})
+    return apply(fixture, settings)[0]
