@@ -299,8 +299,34 @@ def select_runs(client: Any, args: argparse.Namespace) -> tuple[list[Any], list[
         for r in skipped:
             notes.append(f"left out {r.info.run_name} ({r.info.run_id[:8]}): its ranker was skipped")
         runs = [r for r in runs if not r.data.tags.get("evalpipe.skipped")]
+    runs = by_split(runs, getattr(args, "split", None), bool(args.runs))
     runs.sort(key=lambda r: (r.info.start_time or 0, r.info.run_id))
     return runs, notes
+
+
+def by_split(runs: list[Any], wanted: str | None, explicit: bool) -> list[Any]:
+    """Runs of one split (tag evalpipe.split; none = all): dev and test runs share no case, so an
+    experiment holding both (a dev sweep and its hold-out re-runs) needs --split."""
+    from evalpipe.inputs.split import SPLIT_TAG
+
+    def split_of(run: Any) -> str:
+        return run.data.tags.get(SPLIT_TAG) or "all"
+
+    if wanted:
+        kept = [r for r in runs if split_of(r) == wanted]
+        if not kept:
+            raise CompareError(f"no selected run measured --split {wanted}")
+        return kept
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[split_of(r)] = counts.get(split_of(r), 0) + 1
+    if len(counts) > 1 and not explicit:
+        seen = ", ".join(f"{s}: {n}" for s, n in sorted(counts.items()))
+        raise CompareError(
+            f"the selected runs measure different splits ({seen}) and share no cases across them; "
+            f"add --split {max(counts, key=lambda s: counts[s])} (or another of {', '.join(sorted(counts))})"
+        )
+    return runs
 
 
 def load_cases(client: Any, run: Any) -> RunCases:
@@ -592,6 +618,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlruns/mlflow.db, as the app)",
     )
     parser.add_argument(
+        "--split",
+        choices=("all", "dev", "test"),
+        help="only runs of this fixture split (tag evalpipe.split); needed when the selection mixes splits",
+    )
+    parser.add_argument(
         "--metrics",
         nargs="+",
         metavar="METRIC",
@@ -638,6 +669,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         tracker = open_tracker(args.tracking_uri)
         client = tracker.client
         mlflow_runs, notes = select_runs(client, args)
+        from evalpipe.suite.compare import compare_suites, is_suite_run
+
+        suites = [r for r in mlflow_runs if is_suite_run(r)]
+        if suites:  # suites are compared fixture by fixture, on their fixtures' runs
+            return compare_suites(client, suites, args, console, err, notes)
         runs = [load_cases(client, r) for r in mlflow_runs]
         try:
             baseline = pick_baseline(runs, args.baseline)
