@@ -484,4 +484,8 @@ def evaluate(cfg: DictConfig) -> float:
         if not job.sweep_id:
             raise SystemExit(failure.code)
         return float("nan")
-    return float(lookup(metrics, objective) or 0.0)
+    value, refused = judged.objective(objective) if judged is not None else (None, "")
+    if refused:  # a judged objective below full coverage (docs/metrics.md#strict-and-judged-figures)
+        print(f"evalpipe: warning: {mask_text(refused)}", file=sys.stderr)
+        return float("nan")
+    return float(value if value is not None else lookup(metrics, objective) or 0.0)
