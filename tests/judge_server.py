@@ -9,8 +9,8 @@ inspect.
 
 Whole-server misbehaviour, for the run-level tests: `hang="questions"` answers the
 probe (a prompt without an `ID:` line) but never a question, `hang="all"` answers
-nothing (until the server is closed); `deny_all` answers 401 to everything, the model `missing` 404; `echo_key`
-puts the credentials it received (the API key and Authorization headers) into every
+nothing (until the server is closed); `deny_all` answers 401 to everything, the model
+`missing` 404; `echo_key` puts the credentials it received (the API key and Authorization headers) into every
 error message and every reason, as careless servers do.
 """
 

@@ -203,12 +203,12 @@ def test_the_probe_names_the_server_and_the_fix(tmp_path):
 
     with pytest.raises(JudgeUnavailable, match=r"judge server http://127.0.0.1:9/v1 \(openai:m\) cannot be"):
         probe(settings("http://127.0.0.1:9/v1"))
-    with JudgeServer(hang="all") as srv:
-        with pytest.raises(JudgeUnavailable, match=r"did not answer within 1 s \(judge.probe_timeout\)"):
-            probe(settings(srv.url + "/v1", probe_timeout=1.0))
-    with JudgeServer(deny_all=True) as srv:
-        with pytest.raises(JudgeUnavailable, match=r"rejected the key \(HTTP 401\): export OPENAI_API_KEY"):
-            probe(settings(srv.url + "/v1", api_key_env="OPENAI_API_KEY"))
+    hung = r"did not answer within 1 s \(judge.probe_timeout\)"
+    with JudgeServer(hang="all") as srv, pytest.raises(JudgeUnavailable, match=hung):
+        probe(settings(srv.url + "/v1", probe_timeout=1.0))
+    denied = r"rejected the key \(HTTP 401\): export OPENAI_API_KEY"
+    with JudgeServer(deny_all=True) as srv, pytest.raises(JudgeUnavailable, match=denied):
+        probe(settings(srv.url + "/v1", api_key_env="OPENAI_API_KEY"))
     with JudgeServer() as srv:
         with pytest.raises(JudgeUnavailable, match=r"has no model 'missing' .*HTTP 404.*check judge.model"):
             probe(settings(srv.url + "/v1", model="missing"))
