@@ -10,8 +10,9 @@ inspect.
 Whole-server misbehaviour, for the run-level tests: `hang="questions"` answers the
 probe (a prompt without an `ID:` line) but never a question, `hang="all"` answers
 nothing (until the server is closed); `deny_all` answers 401 to everything, the model
-`missing` 404; `echo_key` puts the credentials it received (the API key and Authorization headers) into every
-error message and every reason, as careless servers do.
+`missing` 404; `question_status=N` answers the probe but every question with HTTP N
+(500: as `broken`); `echo_key` puts the credentials it received (the API key and
+Authorization headers) into every error message and every reason, as careless servers do.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class JudgeServer:
         flaky_failures: int = 2,
         hang: str = "",
         deny_all: bool = False,
+        question_status: int = 0,
         echo_key: bool = False,
     ):
         self.marker = marker
@@ -39,6 +41,7 @@ class JudgeServer:
         self.flaky_failures = flaky_failures
         self.hang = hang
         self.deny_all = deny_all
+        self.question_status = question_status
         self.echo_key = echo_key
         self.released = threading.Event()  # set on close: hung handlers return
         self.requests: list[dict[str, Any]] = []  # {"path", "body", "headers"} of every request
@@ -125,7 +128,10 @@ class JudgeServer:
             }
         if "denied" in unit_id or self.deny_all:
             return 401, {"error": {"message": "invalid api key" + echo, "type": "authentication_error"}}
-        if "broken" in unit_id:
+        if "broken" in unit_id or (found and self.question_status):
+            if self.question_status and self.question_status != 500:
+                status = self.question_status
+                return status, {"error": {"message": f"refused{echo}", "type": "invalid_request_error"}}
             return 500, {"error": {"message": "internal error" + echo, "type": "api_error"}}
         if "flaky" in unit_id:
             with self._lock:

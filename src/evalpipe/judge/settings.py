@@ -7,10 +7,12 @@ before any MLflow run exists, so a bad setting exits with code 2 and nothing hal
 
 from __future__ import annotations
 
+import base64
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from evalpipe.safety.errors import EvalpipeError
 
@@ -101,7 +103,7 @@ class JudgeSettings:
         The key from `api_key_env` or `api_key`; the values of the environment variables the
         client libraries read on their own (OPENAI_*, ANTHROPIC_* with a secret name, e.g.
         ANTHROPIC_AUTH_TOKEN, and ANTHROPIC_CUSTOM_HEADERS); the values of secret-named `headers`; and the
-        user:password of the base URL.
+        user:password of the base URL, and its base64 (HTTP Basic auth).
         """
         from evalpipe.safety import secrets
 
@@ -118,7 +120,10 @@ class JudgeSettings:
                 values += [value.strip(), *value.split()[1:]]  # "Bearer <token>": the token alone too
         for url in (self.base_url, os.environ.get("OPENAI_BASE_URL"), os.environ.get("ANTHROPIC_BASE_URL")):
             userinfo = str(url or "").partition("://")[2].partition("/")[0].rpartition("@")[0]
-            values += [userinfo, *userinfo.split(":")[1:]] if userinfo else []
+            if userinfo:  # sent as "Authorization: Basic base64(user:password)", which servers echo too
+                plain = unquote(userinfo)
+                values += [userinfo, *userinfo.split(":")[1:], *plain.split(":")[1:]]
+                values.append(base64.b64encode(plain.encode()).decode())
         secrets.register(v for v in values if v)
 
     def resolved_api_key(self) -> str:
