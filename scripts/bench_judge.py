@@ -80,14 +80,20 @@ def main(argv: list[str] | None = None) -> int:
         metrics = {
             name: client.get_run(rid).data.metrics for name, rid in run_ids.items() if name != "warm-up"
         }
-        head = ("run", "wall s", "questions", "calls", "cached", "judge s", "R@5", "judged R@5")
-        print("{:10} {:>8} {:>10} {:>7} {:>7} {:>8} {:>7} {:>11}".format(*head))
+        head = ("run", "wall s", "questions", "calls", "cached", "judge s", "R@5", "judged R@5", "coverage")
+        print("{:10} {:>8} {:>10} {:>7} {:>7} {:>8} {:>7} {:>11} {:>9}".format(*head))
         for name, m in metrics.items():
             cells = [m.get(f"judge/{k}", 0.0) for k in ("questions", "calls", "cache_hits", "seconds")]
             strict = m.get("recall_at_5", 0.0)
+            judged = m.get("judged_recall_at_5")
+            shown = (
+                f"{judged:11.3f}"
+                if judged is not None
+                else f"≥{m.get('partial_judged_recall_at_5', strict):.3f}"
+            )
             print(
                 f"{name:10} {walls[name]:8.2f} {cells[0]:10.0f} {cells[1]:7.0f} {cells[2]:7.0f} "
-                f"{cells[3]:8.2f} {strict:7.3f} {m.get('judged_recall_at_5', strict):11.3f}"
+                f"{cells[3]:8.2f} {strict:7.3f} {shown:>11} {m.get('judge/coverage', 1.0):9.1%}"
             )
         first, again = metrics["judged"], metrics["repeat"]
         calls = max(first["judge/calls"], 1.0)
