@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(
                 f"{name:10} {walls[name]:8.2f} {cells[0]:10.0f} {cells[1]:7.0f} {cells[2]:7.0f} "
-                f"{cells[3]:8.2f} {strict:7.3f} {shown:>11} {m.get('judge/coverage', 1.0):9.1%}"
+                f"{cells[3]:8.2f} {strict:7.3f} {shown:>11} {cover}"
             )
         first, again = metrics["judged"], metrics["repeat"]
         calls = max(first["judge/calls"], 1.0)
