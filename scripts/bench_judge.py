@@ -86,11 +86,10 @@ def main(argv: list[str] | None = None) -> int:
             cells = [m.get(f"judge/{k}", 0.0) for k in ("questions", "calls", "cache_hits", "seconds")]
             strict = m.get("recall_at_5", 0.0)
             judged = m.get("judged_recall_at_5")
-            shown = (
-                f"{judged:11.3f}"
-                if judged is not None
-                else f"≥{m.get('partial_judged_recall_at_5', strict):.3f}"
-            )
+            partial = m.get("partial_judged_recall_at_5")
+            shown = "—" if partial is None else f"≥{partial:.3f}"
+            shown = f"{judged:.3f}" if judged is not None else shown
+            cover = f"{m['judge/coverage']:9.1%}" if "judge/coverage" in m else f"{'—':>9}"
             print(
                 f"{name:10} {walls[name]:8.2f} {cells[0]:10.0f} {cells[1]:7.0f} {cells[2]:7.0f} "
                 f"{cells[3]:8.2f} {strict:7.3f} {shown:>11} {cover}"
