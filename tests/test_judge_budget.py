@@ -318,3 +318,16 @@ def test_a_locked_cache_is_not_judged_and_keeps_the_strict_scores(server, tmp_pa
     assert isinstance(out, NotJudged) and out.scores is scores
     assert "is locked by another writer (waited 0.5 s)" in out.reason and "judge.cache_dir" in out.reason
     assert server.questions() == 0  # found before a call was paid for
+
+
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+def test_extra_headers_are_sent_and_their_secrets_masked(server, tmp_path, backend):
+    url = server.url + ("/v1" if backend == "openai" else "")
+    judge = make_judge(
+        url, tmp_path, backend, headers={"X-Gateway-Key": "gw-secret-9981", "X-Team": "search"}
+    )
+    judge.settings.register_secrets()
+    probe(judge.settings)
+    sent = server.requests[-1]["headers"]
+    assert sent["x-gateway-key"] == "gw-secret-9981" and sent["x-team"] == "search"
+    assert mask_text("echo gw-secret-9981 for search") == "echo *** for search"

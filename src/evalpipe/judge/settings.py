@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,8 @@ class JudgeSettings:
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
                 raise EvalpipeError(f"judge.{name} must be a positive number of seconds, got {value!r}")
+        if isinstance(self.headers, Mapping) and not isinstance(self.headers, dict):  # a DictConfig
+            object.__setattr__(self, "headers", {str(k): v for k, v in self.headers.items()})
         if self.headers is not None and not (
             isinstance(self.headers, dict) and all(isinstance(v, str) for v in self.headers.values())
         ):
