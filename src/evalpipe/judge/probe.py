@@ -62,7 +62,7 @@ def probe(settings: Any) -> None:
 
     worker = threading.Thread(target=ask, name="evalpipe-judge-probe", daemon=True)
     worker.start()
-    worker.join(settings.probe_timeout + 2.0)  # a hard deadline, whatever the client's timeouts do
+    worker.join(settings.probe_timeout + 1.0)  # a hard deadline, whatever the client's timeouts do
     where = f"judge server {settings.server} ({settings.backend}:{settings.model})"
     if not outcome:
         why = f"did not answer within {settings.probe_timeout:g} s (judge.probe_timeout)"

@@ -55,7 +55,7 @@ class JudgeSettings:
     # Consecutive failed questions after which judging stops (the circuit breaker).
     max_failures: int = 5
     # Seconds the up-front probe (one tiny request, no retries) may take.
-    probe_timeout: float = 10.0
+    probe_timeout: float = 5.0
     # Seconds to wait for another writer's lock on the cache before judging is given up.
     cache_timeout: float = 30.0
 
