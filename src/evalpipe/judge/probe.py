@@ -51,11 +51,12 @@ def probe(settings: Any) -> None:
     from evalpipe.judge.backends import make_backend
 
     quick = replace(settings, timeout=settings.probe_timeout, max_retries=0, max_tokens=16)
+    backend = make_backend(quick)  # importing the client library is not the server's time
     outcome: list[BaseException | None] = []
 
     def ask() -> None:
         try:
-            make_backend(quick).ask(PING)
+            backend.ask(PING)
             outcome.append(None)
         except BaseException as exc:  # reported below, in the caller's thread
             outcome.append(exc)
