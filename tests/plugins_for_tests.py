@@ -48,10 +48,11 @@ class HoldingRanker:
     """Holds its first query `hold_s` seconds after writing its process ID to `marker` (tests
     kill that process, or signal the sweep, while the point is in the middle of its cases).
     With `once`, a marker left by an earlier run means "already held": no hold, so re-running
-    the same configuration measures normally."""
+    the same configuration measures normally. Other keyword arguments (a swept knob) are kept."""
 
-    def __init__(self, marker: str, hold_s: float = 0.0, once: bool = False):
+    def __init__(self, marker: str, hold_s: float = 0.0, once: bool = False, **settings):
         self.marker, self.hold_s, self.once = marker, float(hold_s), bool(once)
+        self.settings = settings
         self._held = False
 
     def search(self, query, k, constraints=None):
