@@ -21,10 +21,10 @@ import yaml
 optuna = pytest.importorskip("optuna")
 
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution  # noqa: E402
-from test_ray import ROOT, clean_env, parents_and_children, wait_for, write_fixture  # noqa: E402
 
 from hydra_plugins.evalpipe_optuna_sweeper._core import search_space  # noqa: E402
 from hydra_plugins.evalpipe_optuna_sweeper._urls import masked  # noqa: E402
+from test_ray import ROOT, clean_env, parents_and_children, wait_for, write_fixture  # noqa: E402
 
 
 def test_the_grammar_of_the_presets_and_the_command_line():
