@@ -269,6 +269,13 @@ class MLflowSweepCallback(Callback):
                 if tracker is None:
                     tracker = tracking.ensure_store(uri)
                 tracker.client.set_terminated(parent, status=status)
+            except Exception as exc:  # the store went away (a server stopped mid-sweep): one line
+                tracker = None
+                print(
+                    f"[evalpipe] warning: parent run {parent} could not be ended {status} "
+                    f"({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''})",
+                    file=sys.stderr,
+                )
             finally:
                 for key, value in self._saved_env.items():
                     if value is None:
