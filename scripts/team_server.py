@@ -269,8 +269,11 @@ class MlflowServer:
             )
             env["MLFLOW_AUTH_CONFIG_PATH"] = str(ini)
             env.setdefault("MLFLOW_FLASK_SERVER_SECRET_KEY", secrets.token_hex(32))
-        log = open(self.log_path, "w") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(self.command(), env=env, stdout=log, stderr=subprocess.STDOUT)
+        # The server's own log goes to log_path, else to this process's output (the operator sees it).
+        log = open(self.log_path, "w") if self.log_path else None  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            self.command(), env=env, stdout=log, stderr=subprocess.STDOUT if log else None
+        )
         try:
             self.wait_healthy()
         except BaseException:

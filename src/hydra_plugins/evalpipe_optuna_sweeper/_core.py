@@ -145,15 +145,21 @@ def _storage(url: str | None, settings: Mapping[str, Any]) -> Any:
 
     from hydra_plugins.evalpipe_optuna_sweeper._urls import masked
 
-    try:
-        return RDBStorage(
-            str(url),
-            heartbeat_interval=int(settings.get("heartbeat_interval") or 10),
-            grace_period=settings.get("grace_period"),
-        )
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        fail(f"cannot open the Optuna storage {masked(str(url))}: {first} (set hydra.sweeper.storage)")
+    # Processes started together on a fresh database race to create Optuna's tables (PostgreSQL:
+    # UniqueViolation on pg_type): whoever loses retries and finds them made.
+    last: Exception | None = None
+    for attempt in range(6):
+        try:
+            return RDBStorage(
+                str(url),
+                heartbeat_interval=int(settings.get("heartbeat_interval") or 10),
+                grace_period=settings.get("grace_period"),
+            )
+        except Exception as exc:
+            last = exc
+            time.sleep(0.5 + attempt * 0.5 + (os.getpid() % 7) / 10)
+    first = str(last).strip().splitlines()[0] if str(last).strip() else type(last).__name__
+    fail(f"cannot open the Optuna storage {masked(str(url))}: {first} (set hydra.sweeper.storage)")
 
 
 def _directions(direction: Any) -> list[str]:
@@ -234,14 +240,14 @@ def sweep(sweeper: Any, arguments: list[str]) -> None:
     if isinstance(params, DictConfig):
         params = OmegaConf.to_container(params, resolve=True)
     dists, fixed = search_space(params, arguments)
-    storage_url = s.get("storage")
-    storage = _storage(storage_url, s)
-    n_trials, n_jobs = int(s.get("n_trials") or 0), max(1, int(s.get("n_jobs") or 1))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # Heartbeats are beaten here (Heartbeat), not by Study.optimize, and fail_stale_trials is the
     # documented way to use them with ask/tell: Optuna's warnings about both are noise here.
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    storage_url = s.get("storage")
+    storage = _storage(storage_url, s)
+    n_trials, n_jobs = int(s.get("n_trials") or 0), max(1, int(s.get("n_jobs") or 1))
     try:
         study = optuna.create_study(
             study_name=s.get("study_name"),
