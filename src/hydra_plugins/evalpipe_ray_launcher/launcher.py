@@ -36,6 +36,12 @@ class RayLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        import importlib.util
+        import sys
+
+        if importlib.util.find_spec("ray") is None:
+            print("evalpipe: error: hydra/launcher=ray needs Ray: pip install -e '.[ray]'", file=sys.stderr)
+            raise SystemExit(2)
         from hydra_plugins.evalpipe_ray_launcher import _core
 
         return _core.launch(self, job_overrides, initial_job_idx)
