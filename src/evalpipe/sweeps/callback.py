@@ -33,6 +33,14 @@ from evalpipe.sweeps.job import PARENT_ENV, ROLE_TAG, SWEEP_ENV, SWEEP_TAG, SWEP
 URI_ENV = "MLFLOW_TRACKING_URI"
 ENV_KEYS = (PARENT_ENV, SWEEP_ENV, SWEPT_ENV, URI_ENV)
 WORKER_GRACE_S = 15.0
+#: Launchers that cancel their own jobs on SIGINT/SIGTERM (hydra_plugins.evalpipe_ray_launcher):
+#: the driver's child processes are then the local Ray instance's daemons, not job workers.
+SELF_CANCELLING_LAUNCHERS = ("RayLauncher",)
+#: Why a child still RUNNING when its sweep ends was ended FAILED (tag on that run).
+ORPHAN_TAG = "evalpipe.failure"
+ORPHAN_REASON = (
+    "its worker process ended before the run did (killed or crashed); run the sweep again to measure it"
+)
 ABORT_NOTE = "The sweep stopped early (a job failed or was interrupted); points not listed did not run."
 
 
@@ -91,6 +99,7 @@ class MLflowSweepCallback(Callback):
         self._experiment_id = ""
         self._rows: list[Any] = []
         self._holdout: Any = None
+        self._launcher = ""
 
     # Hydra pickles the callbacks with the job context for joblib/Ray workers: ship an inert copy.
     def __getstate__(self) -> dict[str, Any]:
@@ -147,6 +156,7 @@ class MLflowSweepCallback(Callback):
         self._experiment_id = experiment_id
         sweeper = str(config.hydra.sweeper.get("_target_", "")).rsplit(".", 1)[-1]
         launcher = str(config.hydra.launcher.get("_target_", "")).rsplit(".", 1)[-1]
+        self._launcher = launcher
         name = _sweep_name(config)
         tags = {
             ROLE_TAG: "parent",
@@ -213,6 +223,8 @@ class MLflowSweepCallback(Callback):
         from evalpipe.reporting.local import INFO_FILE
         from evalpipe.safety import signals
 
+        if self._launcher in SELF_CANCELLING_LAUNCHERS:  # its children are Ray's own daemons
+            return
         children = [p for p in signals.child_pids() if "resource_tracker" not in _cmdline(p)]
         if not children:
             return
@@ -242,8 +254,9 @@ class MLflowSweepCallback(Callback):
         tracker = None
         try:
             tracker = tracking.ensure_store(uri)
-            if aborted:
-                self._end_orphans(tracker, parent, aborted)
+            # A child still RUNNING now lost its worker (a Ray worker or node killed mid-point): the
+            # sweep itself went on, so this is not only for aborts.
+            self._end_orphans(tracker, parent, aborted or "FAILED")
             failed = self._write_summary(tracker, parent, aborted)
             if failed and status == "FINISHED":
                 status = "FAILED"
@@ -257,6 +270,13 @@ class MLflowSweepCallback(Callback):
                 if tracker is None:
                     tracker = tracking.ensure_store(uri)
                 tracker.client.set_terminated(parent, status=status)
+            except Exception as exc:  # the store went away (a server stopped mid-sweep): one line
+                tracker = None
+                print(
+                    f"[evalpipe] warning: parent run {parent} could not be ended {status} "
+                    f"({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''})",
+                    file=sys.stderr,
+                )
             finally:
                 for key, value in self._saved_env.items():
                     if value is None:
@@ -314,14 +334,15 @@ class MLflowSweepCallback(Callback):
 
     @staticmethod
     def _end_orphans(tracker: Any, parent: str, status: str) -> None:
-        """Children still RUNNING when the sweep aborts (their worker was killed before it could
-        save) end with the sweep's status."""
+        """Children still RUNNING when the sweep ends (their worker was killed before it could
+        save) end with the sweep's status (FAILED when the sweep itself finished), tagged why."""
         experiment_id = tracker.client.get_run(parent).info.experiment_id
         runs = tracker.client.search_runs(
             [experiment_id],
             filter_string=f"tags.`mlflow.parentRunId` = '{parent}' and attributes.status = 'RUNNING'",
         )
         for run in runs:
+            tracker.client.set_tag(run.info.run_id, ORPHAN_TAG, ORPHAN_REASON)
             tracker.client.set_terminated(run.info.run_id, status=status)
 
     def _write_summary(self, tracker: Any, parent: str, aborted: str | None = None) -> int:
