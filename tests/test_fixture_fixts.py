@@ -175,3 +175,27 @@ def test_multi_hop_mostly_needs_a_relation_and_strict_check_passes(tmp_path):
     assert report["flagged_cases"] == [] and report["tier_flags"] == []
     multi = [c for c in report["cases"] if c["tier"] == "multi_hop"]
     assert sum(bool(c["needs_relation"]) for c in multi) / len(multi) >= 0.5
+
+
+def test_the_current_builder_still_produces_every_expected_id(fx, tmp_path):
+    """Rebuild from the unpacked npm package (the header's fetch command) when it is there.
+
+    The snapshot is frozen, but a newer builder must keep the IDs the cases name, or the next
+    version of the fixture could not be rebuilt from the same cases.
+    """
+    package = os.environ.get("EVALPIPE_RXJS_PACKAGE", "/tmp/rxjs/package")
+    if not (os.path.isdir(package) and os.path.isdir(os.path.join(package, "src", "internal"))):
+        pytest.skip(
+            f"{package} not found: unpack rxjs@7.8.1 there (fixture header) or set EVALPIPE_RXJS_PACKAGE"
+        )
+    out = tmp_path / "rxjs.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalpipe.corpus", package, "-o", str(out),
+         "--include", "src/**/*.ts", "README.md"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    built = {json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()}
+    expected = {uid for c in fx.cases for uid in c.qrels}
+    assert expected - built == set()
+    assert {u.id for u in fx.corpus} - built == set()  # no unit of the snapshot disappears
