@@ -16,8 +16,9 @@ So matches are graded, best first:
    the class named by its first word. A plain word of a sentence query counts as an
    identifier (2.0 + bonus) when it is spelt exactly as a unit's name ("where is fileops
    used") or is the run-together spelling of a name of several pieces ("who calls
-   registerhandler" for `registerHandler`); a word that only differs in case from a
-   one-word name ("corpus" for `Corpus`) stays a word;
+   registerhandler" for `registerHandler`), unless the whole query already names a unit;
+   a word that only differs in case from a one-word name ("corpus" for `Corpus`) stays a
+   word;
 4. **partial** (<= 1): the Jaccard overlap of name pieces, or a substring.
 
 Within a grade the bonus orders candidates: a kind word in the query ("type", "func",
@@ -269,8 +270,10 @@ class ExactSymbolRanker(CorpusRanker):
                 scores[row] = max(scores[row], FULL_SCORE + whole + bonus[row])
             for row in self._by_exact.get(_joined(cand), ()):
                 scores[row] = max(scores[row], EXACT_CASE_SCORE + whole + bonus[row])
-        # same-case identifiers written as words of a sentence ("where is fileops used")
-        for word in plain_words(text, self.stopwords):
+        # same-case identifiers written as words of a sentence ("where is fileops used"), unless
+        # the whole query names a unit (then its words are that name's pieces, not names)
+        named = candidates and scores.max() >= FULL_SCORE + WHOLE_QUERY_BONUS
+        for word in [] if named else plain_words(text, self.stopwords):
             rows = list(self._by_exact.get(word, ())) + list(self._by_joined.get(word.lower(), ()))
             for row in rows:
                 scores[row] = max(scores[row], FULL_SCORE + bonus[row])
