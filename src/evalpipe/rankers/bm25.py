@@ -80,7 +80,7 @@ class BM25Ranker(BatchScoring, CorpusRanker):
         fields: Iterable[str] = ("title", "text", "identifiers"),
         min_score: float | None = None,
         split_compounds: bool = True,
-        test_prior: str = "last",
+        test_prior: str | bool = "last",
     ):
         if method not in METHODS:
             raise ValueError(f"BM25Ranker: unknown method {method!r}; use one of {', '.join(METHODS)}")

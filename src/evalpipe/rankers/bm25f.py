@@ -113,7 +113,7 @@ class BM25FRanker(CorpusRanker):
         stopwords: str | Iterable[str] | None = "en",
         min_score: float | None = None,
         split_compounds: bool = True,
-        test_prior: str = "last",
+        test_prior: str | bool = "last",
     ):
         self.weights = _per_field(DEFAULT_WEIGHTS if weights is None else weights, 0.0, "weights")
         self.b = _per_field({**DEFAULT_B, **dict(b or {})}, 0.75, "b")

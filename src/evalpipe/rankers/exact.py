@@ -189,7 +189,7 @@ class ExactSymbolRanker(CorpusRanker):
         partial: bool = True,
         kind_filter: bool = False,
         min_score: float | None = None,
-        test_prior: str = "last",
+        test_prior: str | bool = "last",
     ):
         self.stopwords = resolve_stopwords(
             stopwords if stopwords is None or isinstance(stopwords, str) else [str(w) for w in stopwords]

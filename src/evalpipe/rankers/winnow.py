@@ -61,7 +61,7 @@ class WinnowRanker(CorpusRanker):
         fan_in_weight: float = 0.2,
         churn_weight: float = 0.0,
         min_score: float | None = None,
-        test_prior: str = "last",
+        test_prior: str | bool = "last",
     ):
         if not hasattr(base, "search"):
             raise ValueError(f"WinnowRanker: base must be a ranker with search(), got {type(base).__name__}")
