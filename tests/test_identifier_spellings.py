@@ -55,7 +55,21 @@ WORDS = (
     "stream",
     "writer",
 )
-FILLER = "the value is returned to the caller after it is checked and stored".split()
+FILLER = [
+    "the",
+    "value",
+    "is",
+    "returned",
+    "to",
+    "the",
+    "caller",
+    "after",
+    "it",
+    "is",
+    "checked",
+    "and",
+    "stored",
+]
 
 
 def camel(words: list[str]) -> str:
