@@ -90,7 +90,7 @@ def test_bm25_run_metrics_equal_trec_eval(name, tmp_path):
     """The pipeline's own metrics on a real BM25 run equal pytrec_eval's on the exported run.trec."""
     import pytrec_eval
 
-    from evalpipe.app import trec_run_text
+    from evalpipe.evaluation.files import trec_run_text
     from evalpipe.inputs.trec import read_trec_run
     from evalpipe.rankers.bm25 import BM25Ranker
     from evalpipe.runner import prepare_ranker, run_cases

@@ -58,3 +58,21 @@ def collector_paused() -> Iterator[Callable[[], None]]:
             gc.unfreeze()
         if was_enabled:
             gc.enable()
+
+
+@contextmanager
+def collector_off() -> Iterator[None]:
+    """No automatic collection inside a block that makes many objects but no reference cycles.
+
+    Scoring a large run builds tens of thousands of small records (misses, per-case
+    rows) next to millions of live hits; each time the young generation fills up the
+    collector may walk that whole heap, for garbage that reference counting frees
+    anyway. Restored on exit (a caller that had it off keeps it off).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

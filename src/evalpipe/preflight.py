@@ -24,7 +24,7 @@ from evalpipe.safety.errors import EvalpipeError
 MAX_K = 100_000
 #: Boolean switches of the top-level config.
 SWITCHES = ("force", "progress", "allow_skipped")
-#: Figures every run logs besides the ranking metrics (see app.measure).
+#: Figures every run logs besides the ranking metrics (see evaluation.measure).
 RUN_FIGURES = ("index_build_seconds", "corpus_units", "eval_seconds", "peak_memory_mb", "unknown_ids")
 DEFAULT_OBJECTIVE = "recall_at_5"
 #: Figure families whose names depend on the data (index stats, the fixture checker, the judge).

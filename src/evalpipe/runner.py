@@ -172,16 +172,24 @@ def finish_case(
     if constraints and corpus is not None:
         # Plug-ins may ignore constraints; enforce the allowed pool for every ranker.
         hits = [h for h in hits if corpus.allows(h.id, constraints)]
+    kept: list[Hit] = []
+    ids: list[str] = []
     seen: set[str] = set()
-    hits = [h for h in hits if not (h.id in seen or seen.add(h.id))]  # first occurrence wins
-    hits = hits[:k]
-    payload = "".join(h.id + "\n" for h in hits)
+    for hit in hits:  # first occurrence wins, cut to k
+        if len(kept) >= k:
+            break
+        if hit.id not in seen:
+            seen.add(hit.id)
+            kept.append(hit)
+            ids.append(hit.id)
+    payload = "".join(i + "\n" for i in ids)
     return CaseResult(
         case_id=case.id,
         tier=case.tier,
         query=case.query,
         qrels=dict(case.qrels),
-        hits=tuple(hits),
+        hits=tuple(kept),
+        ids=tuple(ids),
         latency_us=int(latency_us),
         tokens=count_tokens(payload) if payload else 0,
         error=error,

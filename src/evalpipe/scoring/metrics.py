@@ -40,7 +40,7 @@ recall is `frac_recall_at_{k}`.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
 
@@ -71,6 +71,9 @@ _RECALL_PREFIX = "recall_at_"
 
 #: A judged grade at or above this makes a document relevant (trec_eval's default).
 RELEVANCE_LEVEL = 1
+#: Up to this many judgements per query, each is found in the ranked list by a scan
+#: (see `relevance_matrix`); more, and the ranked documents are looked up in the qrels.
+SCAN_LIMIT = 16
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,12 +111,15 @@ def relevance_matrix(
     only once (a repeated result tells the user nothing new), so no metric can
     exceed its trec_eval bound because of a buggy ranker.
 
-    Built to scale linearly with small constants: each list's grades are looked up
-    in its qrels by `map` (a C loop, no per-document Python frame) into one flat
-    array that becomes the matrix (a reshape when every list is full); duplicates
-    can only matter where a grade is positive, so only those few positions are
-    checked; ideal gains are sorted for all cases at once. What remains is one
-    dict lookup per retrieved document, bound by memory access to the ID strings.
+    Built to scale linearly with small constants. Judged lists are short next to
+    ranked ones (a few expected IDs against 100 results), so for a query with up
+    to `SCAN_LIMIT` positive judgements each one is *found* in the ranked list by
+    `list.index` (a C scan comparing string pointers first, whose first match is
+    exactly the rank that earns the gain: repeats are skipped for free), instead
+    of looking every retrieved document up in the qrels. Queries with more
+    judgements (TREC-style pools) look their retrieved documents up in one
+    `map(qrels.get, ...)` pass and drop repeats. Only positive grades are written,
+    into one scatter; ideal gains are sorted for all cases at once.
     """
     if len(ranked) != len(qrels):
         raise ValueError(
@@ -124,19 +130,33 @@ def relevance_matrix(
     n = len(ranked)
     grades = np.zeros((n, depth), dtype=np.float64)
     ideal = np.zeros((n, depth), dtype=np.float64)
-    tops = [ids if len(ids) <= depth else ids[:depth] for ids in ranked]
-    n_ret = np.fromiter(map(len, tops), dtype=np.int64, count=n)
-    total = int(n_ret.sum())
-    if total:
-        flat = np.fromiter(chain.from_iterable(map(_grades_of, tops, qrels)), dtype=np.float64, count=total)
-        if total == n * depth:  # every list is full: the flat grades already are the matrix
-            grades = flat.reshape(n, depth)
-        else:  # row-major order of a boolean mask is the order of the flat grades
-            grades[np.arange(depth) < n_ret[:, None]] = flat
-        np.maximum(grades, 0.0, out=grades)  # negative judgements carry no gain
-        positive = np.flatnonzero(grades)
-        if positive.size:
-            _drop_repeats(tops, positive, grades.reshape(-1), depth)
+    n_ret = np.minimum(np.fromiter(map(len, ranked), dtype=np.int64, count=n), depth)
+    rows: list[int] = []
+    cols: list[int] = []
+    gains: list[float] = []
+    for i, (ids, judged) in enumerate(zip(ranked, qrels, strict=True)):
+        if not judged or not ids:
+            continue
+        top = ids if len(ids) <= depth else ids[:depth]
+        if len(judged) <= SCAN_LIMIT:
+            for doc, grade in judged.items():
+                if grade > 0:
+                    try:
+                        cols.append(top.index(doc))
+                    except ValueError:  # not retrieved
+                        continue
+                    rows.append(i)
+                    gains.append(grade)
+        else:
+            seen: set[str] = set()
+            for pos, grade in enumerate(map(judged.get, top, repeat(0))):
+                if grade > 0 and top[pos] not in seen:
+                    seen.add(top[pos])
+                    rows.append(i)
+                    cols.append(pos)
+                    gains.append(grade)
+    if rows:
+        grades[rows, cols] = gains
 
     # Ideal: every case's positive judged grades, sorted descending, cut at depth.
     sizes = np.fromiter(map(len, qrels), dtype=np.int64, count=n)
@@ -155,32 +175,6 @@ def relevance_matrix(
         cut = place < depth
         ideal[owner[cut], place[cut]] = judged[cut]
     return Relevance(grades=grades, n_rel=n_rel, ideal=ideal, n_ret=n_ret)
-
-
-def _grades_of(top: Sequence[str], judged: Mapping[str, int]) -> Iterator[int]:
-    """Grades of one list's documents in rank order (unjudged = 0), looked up in C by `map`."""
-    return map(judged.get, top, repeat(0))
-
-
-def _drop_repeats(tops: Sequence[Sequence[str]], positive: np.ndarray, flat: np.ndarray, depth: int) -> None:
-    """Zero the gain of a repeated relevant document after its first rank (in place in `flat`,
-    the row-major view of the grade matrix).
-
-    Only positions with a positive grade can matter and there are few of them, so
-    only rows holding two or more are looked at.
-    """
-    prow = positive // depth  # ascending, as `positive` is
-    counts = np.bincount(prow)
-    several = np.flatnonzero(counts > 1)
-    starts = np.searchsorted(prow, several)
-    for row, start in zip(several.tolist(), starts.tolist(), strict=True):
-        top = tops[row]
-        seen: set[str] = set()
-        for pos in positive[start : start + counts[row]].tolist():
-            doc = top[pos - row * depth]
-            if doc in seen:
-                flat[pos] = 0.0
-            seen.add(doc)
 
 
 def _check_k(rel: Relevance, k: int) -> None:
@@ -304,26 +298,50 @@ def evaluate_matrix(
     rel: Relevance, ks: Sequence[int], metrics: Sequence[str] | None = None
 ) -> dict[str, np.ndarray]:
     """`evaluate` on an already built `Relevance` (MRR over its depth), so a caller that also
-    needs the matrix (first-hit ranks for misses) builds it once."""
+    needs the matrix (first-hit ranks for misses) builds it once.
+
+    Every family is a sum over the top k ranks, so each is read off one matrix
+    product with a 0/1 "rank r is within cutoff k" matrix (depth x cutoffs): one
+    pass over the case x rank matrix per family, whatever the number of cutoffs.
+    Only AP needs a running sum over the ranks (precision at each relevant rank).
+    Sums of the same terms as trec_eval's, equal to it to well within 1e-9.
+    """
     kk = _check_ks(ks)
     families = _check_families(metrics)
     for k in kk:
         _check_k(rel, k)
-    per_k = {
-        RECALL: (RECALL_AT, hit_at),
-        MRR: (MRR_AT, rr_at),
-        NDCG: (NDCG_AT, ndcg_at),
-        MAP: (MAP_AT, ap_at),
-        PRECISION: (PRECISION_AT, precision_at),
-        FRAC_RECALL: (FRAC_RECALL_AT, frac_recall_at),
-    }
+    cutoffs = np.asarray(kk, dtype=np.float64)
+    within_k = (np.arange(rel.depth)[:, None] < np.asarray(kk)[None, :]).astype(np.float64)
     out: dict[str, np.ndarray] = {}
+    found = None  # relevant documents within the top k, per cutoff: n x len(kk)
+    is_rel = None
+    if any(f in families for f in (RECALL, PRECISION, FRAC_RECALL, MAP)):
+        is_rel = rel.relevant.astype(np.float64)
+        found = is_rel @ within_k
     for family in families:
-        if family == MRR:
-            out[MRR_NAME] = reciprocal_rank(rel)
-        template, fn = per_k[family]
-        for k in kk:
-            out[template.format(k=k)] = fn(rel, k)
+        if family == RECALL:
+            block, template = (found > 0).astype(np.float64), RECALL_AT
+        elif family == MRR:
+            first = first_hit_rank(rel)
+            inverse = _safe_div(np.ones(first.shape, dtype=np.float64), first)
+            out[MRR_NAME] = inverse
+            block = np.where(
+                (first[:, None] >= 1) & (first[:, None] <= cutoffs[None, :]), inverse[:, None], 0.0
+            )
+            template = MRR_AT
+        elif family == NDCG:
+            discounted = _discounts(rel.depth)[:, None] * within_k
+            block, template = _safe_div(rel.grades @ discounted, rel.ideal @ discounted), NDCG_AT
+        elif family == MAP:
+            precision = np.cumsum(is_rel, axis=1) / np.arange(1, rel.depth + 1, dtype=np.float64)
+            precision *= is_rel
+            block, template = _safe_div(precision @ within_k, rel.n_rel[:, None]), MAP_AT
+        elif family == PRECISION:
+            block, template = found / cutoffs[None, :], PRECISION_AT
+        else:  # FRAC_RECALL
+            block, template = _safe_div(found, rel.n_rel[:, None]), FRAC_RECALL_AT
+        for j, k in enumerate(kk):
+            out[template.format(k=k)] = np.ascontiguousarray(block[:, j])
     return out
 
 

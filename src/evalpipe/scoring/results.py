@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from evalpipe.rankers.base import Hit
+
+_HIT_ID = attrgetter("id")
 
 
 @dataclass(frozen=True)
@@ -33,10 +36,17 @@ class CaseResult:
     # False when the case ran in a batch: latency_us is then its share of the batch's time,
     # not a latency of its own, and latency percentiles leave it out (see evalpipe.batching).
     latency_timed: bool = True
+    # The hits' IDs in rank order. The runner has them in hand when it drops repeats, so it
+    # passes them; scoring then reads IDs without touching a Hit per rank (filled if not given).
+    ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.ids) != len(self.hits):
+            object.__setattr__(self, "ids", tuple(map(_HIT_ID, self.hits)))
 
     @property
     def ranked_ids(self) -> list[str]:
-        return [h.id for h in self.hits]
+        return list(self.ids)
 
     @property
     def empty(self) -> bool:

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
+from evalpipe.heap import collector_off
 from evalpipe.scoring import metrics, rag
 from evalpipe.scoring.results import CaseResult
-
-_HIT_ID = attrgetter("id")
 
 DEFAULT_FAMILIES = ("recall", "mrr", "ndcg", "map", "precision", "frac_recall")
 
@@ -96,9 +94,20 @@ def score_results(
     units: Mapping[str, Any] | None = None,
 ) -> RunScores:
     """Score a run. `tiers` fixes the tier order (stock tiers first); `units` maps id -> Unit for RAG."""
+    with collector_off():  # many records, no cycles: see evalpipe.heap.collector_off
+        return _score_results(results, ks, families, tiers, units)
+
+
+def _score_results(
+    results: Sequence[CaseResult],
+    ks: Sequence[int],
+    families: Sequence[str],
+    tiers: Sequence[str] | None,
+    units: Mapping[str, Any] | None,
+) -> RunScores:
     ks = tuple(sorted(set(int(k) for k in ks)))
     depth = max(ks)
-    ranked = [list(map(_HIT_ID, r.hits)) for r in results]  # a C loop: no Python frame per hit
+    ranked = [r.ids for r in results]  # carried by each result: no Hit is touched here
     qrels = [r.qrels for r in results]
     rel = metrics.relevance_matrix(ranked, qrels, depth)
     per_case = metrics.evaluate_matrix(rel, ks, list(families))
@@ -117,17 +126,18 @@ def score_results(
         figures["cases"] = float(rows.size)
         per_tier[tier] = figures
 
+    ranks = first_rank.tolist()
     misses = tuple(
         Miss(
-            results[i].case_id,
-            results[i].tier,
-            results[i].query,
-            [d for d, g in results[i].qrels.items() if g > 0],
-            int(first_rank[i]),
-            ranked[i],
-            results[i].error,
+            r.case_id,
+            r.tier,
+            r.query,
+            [d for d, g in r.qrels.items() if g > 0],
+            ranks[i],
+            list(r.ids),
+            r.error,
         )
-        for i in np.flatnonzero(answerable & (first_rank != 1)).tolist()
+        for i, r in ((i, results[i]) for i in np.flatnonzero(answerable & (first_rank != 1)).tolist())
     )
     # Percentiles over the cases timed one by one; a batched run's other cases only carry a share.
     timed = [r.latency_us for r in results if r.latency_timed]

@@ -1,0 +1,98 @@
+"""Measuring one run: every case through the prepared ranker, then scored, with its cost figures."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from omegaconf import DictConfig
+
+from evalpipe.batching import run_search
+from evalpipe.inputs.fixture import Fixture
+from evalpipe.runner import PreparedRanker, peak_memory_mb
+from evalpipe.scoring.outcome import unknown_ids
+from evalpipe.scoring.results import CaseResult
+from evalpipe.scoring.run import RunScores, score_results
+
+
+def score(cfg: DictConfig, fixture: Fixture, results: list[CaseResult]) -> RunScores:
+    return score_results(
+        results,
+        list(cfg.ks),
+        list(cfg.metrics),
+        tiers=fixture.tiers,
+        units={u.id: u for u in fixture.corpus} if any(r.labels for r in results) else None,
+    )
+
+
+def measure(
+    cfg: DictConfig,
+    prepared: PreparedRanker,
+    fixture: Fixture,
+    count_tokens,
+    run_name: str,
+    err,
+    results: list[CaseResult] | None = None,
+) -> tuple[list[CaseResult], RunScores | None, dict[str, float]]:
+    """Run and score every case (nothing for a skipped ranker); also the build/eval cost figures.
+
+    Cases are appended to `results` as they finish (what an interrupted run still has)."""
+    from rich.markup import escape
+
+    from evalpipe.progress import case_progress
+
+    ks = list(cfg.ks)
+    timeout_s = cfg.get("timeout_s")
+    figures = {"index_build_seconds": prepared.build_seconds, "corpus_units": float(len(fixture.corpus))}
+    results = [] if results is None else results
+    scores = None
+    if not prepared.skipped:
+        progress = None
+        if cfg.get("progress", True):
+
+            def progress(cases):
+                return case_progress(cases, escape(f"{run_name} on {fixture.name}"), err, timeout_s)
+
+        start = time.perf_counter()
+        batch, sample = cfg.get("batch", "auto"), cfg.get("latency_sample", 100)
+        _, plan = run_search(
+            prepared.ranker,
+            fixture,
+            max(ks),
+            count_tokens,
+            progress,
+            batch,
+            sample,
+            into=results,
+            timeout_s=timeout_s,
+        )
+        figures["eval_seconds"] = time.perf_counter() - start
+        figures["search_batched"] = float(plan.batched)
+        scores = score(cfg, fixture, results)
+        figures["unknown_ids"] = float(unknown_ids(results, fixture.corpus).count)
+    figures["peak_memory_mb"] = peak_memory_mb()
+    for key, value in run_stats(prepared).items():
+        if isinstance(value, bool | int | float):
+            figures[f"index/{key}"] = float(value)
+    return results, scores, figures
+
+
+def run_stats(prepared: PreparedRanker) -> dict[str, Any]:
+    """Build figures plus what the ranker counted while serving (e.g. cases missing from a run file)."""
+    stats = dict(prepared.stats)
+    if not prepared.skipped and hasattr(prepared.ranker, "stats"):
+        stats.update(prepared.ranker.stats())
+    return stats
+
+
+def result_tags(tags: dict[str, str], prepared: PreparedRanker | None, partial: bool) -> dict[str, str]:
+    """The start tags plus what the run found out: ranker stats, why it was skipped, partial."""
+    out = dict(tags)
+    if prepared is not None:
+        stats = run_stats(prepared).items()
+        out.update({f"index.{k}": str(v) for k, v in stats if not isinstance(v, int | float)})
+        if prepared.skipped:
+            out["evalpipe.skipped"] = prepared.skipped[:5000]
+    if partial:
+        out["evalpipe.partial"] = "true"
+    return out

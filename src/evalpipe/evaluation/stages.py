@@ -1,0 +1,353 @@
+"""The stages of one evaluation, in order, each over the run's `RunState`.
+
+check -> open_store -> reuse -> start -> measure -> judge -> record -> upload -> report.
+Bad input stops in `check` (or, found while building the index, in `measure`) with
+exit 2 and one line; from `start` on an MLflow run is open, and every way out
+ends it (FINISHED, FAILED or KILLED). `record` saves the run locally before
+`upload` touches the store, so a tracking failure never costs finished work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from evalpipe import __version__
+from evalpipe.evaluation.files import case_table, run_files
+from evalpipe.evaluation.identity import config_hash, default_run_name, experiment_name, hydra_context
+from evalpipe.evaluation.measure import measure as measure_cases
+from evalpipe.evaluation.measure import result_tags, score
+from evalpipe.evaluation.state import RunState
+from evalpipe.heap import freeze_startup_heap
+from evalpipe.inputs.fixture import Fixture
+from evalpipe.reporting.headline import NOTE_TAG, run_description
+from evalpipe.reporting.local import PARTIAL_MARK
+from evalpipe.reporting.params import measurement_params
+from evalpipe.reporting.plots import plot_mode
+from evalpipe.reporting.report import ReportRow
+from evalpipe.runner import peak_memory_mb, prepare_ranker
+from evalpipe.safety import signals
+from evalpipe.safety.errors import EvalpipeError
+from evalpipe.safety.secrets import mask_config, mask_mapping, mask_text, register_config
+from evalpipe.scoring.names import lookup, named
+from evalpipe.scoring.outcome import error_note, unknown_ids, verdict
+from evalpipe.scoring.results import CaseResult
+from evalpipe.scoring.run import RunScores, flat_metrics
+from evalpipe.scoring.tokens import get_token_counter
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Stop with one clear line on stderr (no traceback)."""
+    print(f"evalpipe: error: {mask_text(message)}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def check(cfg: DictConfig) -> RunState:
+    """Everything that can be checked before a case runs (and before MLflow is opened)."""
+    from rich.console import Console
+
+    from evalpipe import preflight
+    from evalpipe.judge.run import build_judge
+
+    signals.install()
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    err = Console(stderr=True)
+    register_config(cfg)  # from here on, secret values are masked in everything written
+    ranker_choice, overrides, out_dir = hydra_context()
+    try:
+        checked = preflight.check(cfg, overrides)
+        judge = build_judge(cfg.get("judge"))
+    except EvalpipeError as exc:
+        fail(str(exc))
+    for warning in checked.warnings:  # one plain line each (rich would wrap them)
+        print(f"evalpipe: warning: {mask_text(warning)}", file=sys.stderr)
+    return RunState(
+        cfg=cfg,
+        console=console,
+        err=err,
+        checked=checked,
+        judge=judge,
+        ranker_choice=ranker_choice,
+        overrides=overrides,
+        out_dir=out_dir,
+        run_name=mask_text(checked.run_name or default_run_name(ranker_choice, overrides)),
+        counter=get_token_counter(cfg.get("token_encoding", "cl100k_base")),
+    )
+
+
+def open_store(state: RunState) -> None:
+    """Open the MLflow experiment (unless offline); an unreachable store is exit 2 before any case."""
+    from evalpipe.reporting import tracking
+
+    cfg = state.cfg
+    state.experiment = experiment_name(cfg)
+    state.offline = bool(cfg.tracking.get("offline", False))
+    if state.offline:
+        return
+    try:
+        state.tracker, state.experiment_id = tracking.open_experiment(cfg.tracking.uri, state.experiment)
+    except EvalpipeError as exc:
+        fail(str(exc))
+    freeze_startup_heap()  # MLflow's import heap: no later collection (or the exit) walks it again
+    from evalpipe.reporting import links
+
+    links.prepare_experiment(state.tracker.client, state.experiment_id, state.ks, state.objective)
+
+
+def reuse(state: RunState) -> float | None:
+    """The run's identity; inside a sweep, a point already measured is reused (its objective)."""
+    from evalpipe.reporting import tracking
+    from evalpipe.sweeps import job as sweep
+
+    state.revision = tracking.git_revision()
+    fixture = state.fixture
+    state.chash = config_hash(state.checked.resolved, fixture.sha256, tracking.code_fingerprint())
+    state.job = sweep.job_context(state.tracker, state.experiment_id)
+    if state.tracker is None or not state.job.sweep_id or state.cfg.get("force"):
+        return None
+    done = sweep.find_finished(state.tracker, state.experiment_id, state.chash)
+    if done is None:
+        return None
+    from evalpipe.sweeps.reuse import reuse_point
+
+    return reuse_point(
+        state.console,
+        state.tracker,
+        state.experiment_id,
+        done,
+        state.job,
+        state.run_name,
+        state.out_dir,
+        state.objective,
+    )
+
+
+def start(state: RunState) -> None:
+    """Open the MLflow run (RUNNING from here until record/upload end it) with the identity tags."""
+    from mlflow.exceptions import MlflowException
+
+    from evalpipe.reporting.record import Recording
+
+    fixture, counter = state.fixture, state.counter
+    tags = {
+        **state.job.tags,
+        "evalpipe.version": __version__,
+        "evalpipe.git_revision": state.revision,
+        "evalpipe.fixture": fixture.name,
+        "evalpipe.fixture_sha256": fixture.sha256,
+        **({"evalpipe.fixture_version": fixture.version} if fixture.version else {}),
+        "evalpipe.corpus_sha256": fixture.corpus.sha256,
+        "evalpipe.ranker": state.ranker_choice,
+        "evalpipe.config_hash": state.chash,
+        "evalpipe.token_counter": counter.method,
+        "evalpipe.objective": state.objective,
+    }
+    state.tags = mask_mapping(tags)
+    state.notes = [] if not counter.note else [f"tokens estimated as chars/4: {counter.note}"]
+    state.notes += state.checked.warnings
+    out_dir = state.out_dir or Path(tempfile.mkdtemp(prefix="evalpipe-run-"))
+    rec = Recording(out_dir, state.experiment, state.run_name)
+    rec.tracker, rec.experiment_id = state.tracker, state.experiment_id
+    state.rec = rec
+    try:
+        rec.start(state.tags)
+    except MlflowException as exc:
+        fail(f"cannot start an MLflow run in {state.tracker.uri}: {exc}", code=1)
+
+
+def guarded(state: RunState, stage: Callable[[RunState], None]) -> None:
+    """Run a stage that runs cases: bad input found there ends the run FAILED with exit 2, a signal
+    is kept in `state.interrupted` (record then saves the partial run), anything else is FAILED."""
+    if state.interrupted is not None:
+        return
+    try:
+        stage(state)
+    except (EvalpipeError, FileNotFoundError) as exc:  # found while building the index: bad input
+        state.rec.abandon("FAILED")
+        fail(str(exc))
+    except BaseException as exc:
+        if not signals.is_interrupt(exc):
+            state.rec.abandon("FAILED")
+            raise
+        state.interrupted = exc
+
+
+def measure(state: RunState) -> None:
+    """Build the index, run and score every case; decide whether the run counts (skipped, failed)."""
+    checked, fixture, err = state.checked, state.fixture, state.err
+    state.prepared = prepare_ranker(checked.ranker, fixture.corpus)
+    if state.prepared.skipped and checked.allow_skipped:
+        err.print(f"[yellow]ranker {state.ranker_choice} skipped:[/] {mask_text(state.prepared.skipped)}")
+    state.results, state.scores, state.figures = measure_cases(
+        state.cfg, state.prepared, fixture, state.counter.count, state.run_name, err, state.results
+    )
+    if state.figures.get("unknown_ids"):
+        state.notes.append(unknown_ids(state.results, fixture.corpus).note())
+    state.failure = verdict(state.prepared.skipped, state.results, checked.allow_skipped, state.ranker_choice)
+    state.notes += [n for n in [error_note(state.results)] if n and state.failure is None]
+
+
+def judge(state: RunState) -> None:
+    """LLM-judged figures beside the strict ones (never instead of them)."""
+    if state.judge is None or state.scores is None or state.failure is not None:
+        return
+    from evalpipe.judge.run import run_judge
+
+    fixture = state.fixture
+    state.judged = run_judge(
+        state.judge, state.results, state.scores, fixture.corpus, state.counter.count, fixture.tiers
+    )
+    state.scores = state.judged.scores  # the same strict scores, misses carrying judged_hit
+
+
+def record(state: RunState) -> None:
+    """Save the run (files, metrics, params, tags, status) in its output dir before any upload."""
+    from evalpipe.fixture_check.summary import difficulty_metrics
+    from evalpipe.reporting import tracking
+
+    cfg, fixture, ks = state.cfg, state.fixture, state.ks
+    results, prepared = state.results, state.prepared
+    status = "FINISHED" if state.failure is None else "FAILED"  # skipped (exit 3) or failed (exit 1)
+    extra: dict[str, Any] = {"cases_total": len(fixture.cases), "cases_completed": len(results)}
+    if state.interrupted is not None:
+        status, state.failure = "KILLED", None
+        state.judged = None  # judging may have been cut short: the strict figures only
+        state.scores = score(cfg, fixture, results) if results else None
+        state.figures = {"corpus_units": float(len(fixture.corpus)), "peak_memory_mb": peak_memory_mb()}
+        name = signals.name_of(state.interrupted)
+        state.why = f"{name} after {len(results)} of {len(fixture.cases)} cases"
+        state.notes.append(f"{PARTIAL_MARK}: interrupted by {state.why}; the figures cover those cases only")
+        extra.update(partial=True, interrupted_by=name)
+    scores, judged = state.scores, state.judged
+    skipped = prepared.skipped if prepared is not None else "interrupted before the index was built"
+    row = state.row = ReportRow(state.run_name, scores, skipped=skipped if scores is None else "")
+    table = case_table(results, scores) if scores is not None else None
+    if judged is not None and table is not None:
+        judged.add_columns(table)
+    files = run_files(cfg, fixture, row, results, table, state.revision, state.notes)
+    if judged is not None:
+        judged.add_files(files)
+    run_tags = result_tags(state.tags, prepared, partial=state.interrupted is not None)
+    if "search_batched" in state.figures:
+        run_tags["evalpipe.search_mode"] = "batched" if state.figures["search_batched"] else "per_query"
+    metrics = {
+        **(flat_metrics(scores) if scores is not None else {}),
+        **named(state.figures),
+        **difficulty_metrics(fixture),  # what the recall figures are measured on
+    }
+    if judged is not None:  # objective=judged_recall_at_5 works too
+        metrics.update(judged.metrics)
+        run_tags.update(judged.tags)
+    state.metrics = metrics
+    if state.offline:  # where `evalpipe sync` uploads by default (a file-store path: it must be told)
+        with contextlib.suppress(EvalpipeError):
+            extra["intended_uri"] = tracking.normalise_uri(cfg.tracking.uri)
+    masked = mask_config(state.checked.resolved, OmegaConf.to_container(cfg, resolve=False))
+    params = measurement_params(masked, state.ranker_choice, fixture.name)
+    headline = lookup(metrics, state.objective)
+    run_tags[NOTE_TAG] = run_description(
+        fixture.name, row, ks, fixture.tier_counts(), params, state.objective, headline
+    )
+    try:
+        state.rec.save(files, metrics, params, run_tags, status, extra)
+    except OSError as exc:
+        state.rec.abandon("FAILED")
+        fail(f"cannot save the run in {state.rec.out_dir}: {exc}", code=1)
+
+
+def upload(state: RunState) -> None:
+    """Upload the saved run (online only), then the figures and traces that are not saved locally."""
+    cfg, scores, results = state.cfg, state.scores, state.results
+    mode = plot_mode(cfg.get("plots", "recall"))
+
+    def log_extra(tracker, run_id):
+        if scores is None or state.interrupted is not None:
+            return
+        if mode != "none":
+            log_plots(tracker, run_id, scores, results, state.err, mode)
+        if cfg.get("traces", False):  # opt-in: slower than the run itself (docs/tracking.md)
+            from evalpipe.reporting.traces import log_case_traces
+
+            log_case_traces(tracker, state.experiment_id, run_id, results, scores.first_rank)
+
+    state.upload_error = state.rec.upload(log_extra)
+
+
+def report(state: RunState) -> float:
+    """Print the tables, notes and links; the exit code or the objective for a sweeper."""
+    console, rec, fixture, ks = state.console, state.rec, state.fixture, state.ks
+    after_tables = state.judged.print if state.judged is not None else None
+    if rec.online and not state.upload_error:
+        from evalpipe.reporting.run_end import print_run_end
+
+        print_run_end(
+            console,
+            state.tracker,
+            state.experiment,
+            state.experiment_id,
+            rec.run_id,
+            state.run_name,
+            state.row,
+            fixture,
+            ks,
+            state.notes,
+            state.job,
+            after_tables,
+        )
+    else:
+        print_offline_end(console, state.row, fixture, ks, state.notes, after_tables)
+        if state.upload_error:
+            fail(state.upload_error, code=1)
+        console.print(
+            f"Offline: saved in [bold]{rec.out_dir}[/]; upload it with [cyan]evalpipe sync {rec.out_dir}[/]",
+            soft_wrap=True,
+        )
+    if state.interrupted is not None:
+        where = f"run {rec.run_id} KILLED; " if rec.online else ""
+        print(
+            f"evalpipe: interrupted by {state.why}: {where}partial results saved in {rec.out_dir}",
+            file=sys.stderr,
+        )
+        raise SystemExit(signals.exit_code(state.interrupted))
+    if state.failure is not None:  # a sweep goes on (its summary shows the point); a single run stops here
+        for i, line in enumerate(state.failure.lines):
+            print(f"evalpipe: {'' if i else 'error: '}{mask_text(line)}", file=sys.stderr)
+        if not state.job.sweep_id:
+            raise SystemExit(state.failure.code)
+        return float("nan")
+    return float(lookup(state.metrics, state.objective) or 0.0)
+
+
+def print_offline_end(console, row: ReportRow, fixture: Fixture, ks, notes, after_tables) -> None:
+    """The tables and notes of a run that is not (or not completely) in a store: no links."""
+    from rich.markup import escape
+
+    from evalpipe.reporting.report import print_tables
+
+    print_tables(console, fixture.name, [row], ks, fixture.tier_counts())
+    if after_tables is not None:
+        after_tables(console)
+    for n in notes:
+        console.print(f"[yellow]note:[/] {escape(mask_text(n))}")
+
+
+def log_plots(
+    tracker, run_id: str, scores: RunScores, results: list[CaseResult], err, mode: str = "all"
+) -> None:
+    """The figures `plots` asks for (reporting.plots.run_figures); a figure never costs a finished run."""
+    from evalpipe.reporting import tracking
+    from evalpipe.reporting.plots import run_figures
+
+    try:
+        files = run_figures(scores, [r.latency_us for r in results if r.latency_timed], mode)
+    except Exception as exc:
+        err.print(f"[yellow]plots skipped:[/] {type(exc).__name__}: {exc}")
+        return
+    if files:
+        tracking.log_artifact_files(tracker, run_id, files, subdir="plots")

@@ -1,0 +1,80 @@
+"""The state one evaluation carries from stage to stage.
+
+Mutable on purpose: a signal can land in any stage, and the record stage then saves
+whatever the stages before it produced (the cases measured so far, their scores),
+so each stage fills in its own fields and never rebuilds another's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from evalpipe.preflight import Checked
+    from evalpipe.reporting.record import Recording
+    from evalpipe.reporting.report import ReportRow
+    from evalpipe.runner import PreparedRanker
+    from evalpipe.scoring.outcome import RunNotMeasured
+    from evalpipe.scoring.results import CaseResult
+    from evalpipe.scoring.run import RunScores
+    from evalpipe.scoring.tokens import TokenCounter
+    from evalpipe.sweeps.job import JobContext
+
+
+@dataclass
+class RunState:
+    """Everything one run knows, in the order the stages learn it."""
+
+    cfg: DictConfig
+    console: Any
+    err: Any
+    # check
+    checked: Checked
+    judge: Any
+    ranker_choice: str
+    overrides: list[str]
+    out_dir: Path | None
+    run_name: str
+    counter: TokenCounter
+    # open store
+    experiment: str = ""
+    offline: bool = False
+    tracker: Any = None
+    experiment_id: str | None = None
+    # reuse (identity)
+    revision: str = ""
+    chash: str = ""
+    job: JobContext | None = None
+    # start
+    tags: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    rec: Recording | None = None
+    # measure / judge
+    results: list[CaseResult] = field(default_factory=list)
+    prepared: PreparedRanker | None = None
+    scores: RunScores | None = None
+    judged: Any = None
+    figures: dict[str, float] = field(default_factory=dict)
+    failure: RunNotMeasured | None = None
+    interrupted: BaseException | None = None
+    # record / upload
+    why: str = ""
+    row: ReportRow | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    upload_error: str | None = None
+
+    @property
+    def fixture(self):
+        return self.checked.fixture
+
+    @property
+    def ks(self) -> list[int]:
+        return self.checked.ks
+
+    @property
+    def objective(self) -> str:
+        return self.checked.objective
