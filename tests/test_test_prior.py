@@ -163,3 +163,73 @@ def test_prior_counts_and_bad_values():
     with pytest.raises(ValueError, match="test_prior must be one of last, off"):
         BM25Ranker(test_prior="first")
     assert BM25Ranker(test_prior=False).test_prior == "off"
+
+
+CALLS = Corpus(
+    [
+        unit(
+            "cfg/load.go::LoadConfig",
+            "func LoadConfig(path string) parses the config file",
+            "cfg/load.go",
+            "LoadConfig",
+        ),
+        Unit(
+            id="cmd/main.go::main",
+            kind="function",
+            text="func main() { cfg := LoadConfig(os.Args[1]) }",
+            path="cmd/main.go",
+            relations={"calls": ("cfg/load.go::LoadConfig",)},
+            metadata={"name": "main", "qualname": "main"},
+        ),
+        Unit(
+            id="cfg/load_test.go::TestLoadConfig",
+            kind="function",
+            text="func TestLoadConfig(t) { LoadConfig(a); LoadConfig(b); LoadConfig(c) }",
+            path="cfg/load_test.go",
+            relations={"calls": ("cfg/load.go::LoadConfig",)},
+            metadata={"name": "TestLoadConfig", "qualname": "TestLoadConfig"},
+        ),
+    ]
+)
+
+
+def test_graph_orders_reached_tests_after_reached_code():
+    from evalpipe.rankers.graph import GraphRanker
+
+    # Both callers get the same walk mass; with the prior off, the base's rank of the whole
+    # question breaks the tie, and the test (three mentions) is the base's first.
+    off = GraphRanker(base=BM25Ranker(test_prior="off"), intent=True, test_prior="off")
+    off.prepare(CALLS)
+    assert [h.id for h in off.search("what calls LoadConfig", 2)] == [
+        "cfg/load_test.go::TestLoadConfig",
+        "cmd/main.go::main",
+    ]
+    on = GraphRanker(base=BM25Ranker(test_prior="off"), intent=True)
+    on.prepare(CALLS)
+    hits = on.search("what calls LoadConfig", 3)
+    assert [h.id for h in hits] == [
+        "cmd/main.go::main",
+        "cfg/load_test.go::TestLoadConfig",
+        "cfg/load.go::LoadConfig",
+    ]
+    assert hits[1].score >= 2.0  # still a reached unit, above the seed (1.5)
+    assert on.search("which tests call LoadConfig", 1)[0].id == "cfg/load_test.go::TestLoadConfig"
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "hybrid"])
+def test_fused_lists_put_tests_last(fusion):
+    from evalpipe.rankers.hybrid import HybridRanker
+    from evalpipe.rankers.rrf import RRFRanker
+
+    cls = RRFRanker if fusion == "rrf" else HybridRanker
+    # components without a prior, as a dense model is: the test is the lexical component's first
+    comps = {"bm25f": BM25FRanker(test_prior="off"), "exact": ExactSymbolRanker(test_prior="off")}
+    off = cls(comps, test_prior="off")
+    off.prepare(CORPUS)
+    assert "cfg/load_test.go::TestLoadConfig" in [h.id for h in off.search("config file", 2)]
+    on = cls(comps)
+    on.prepare(CORPUS)
+    hits = on.search("config file", 3)
+    assert [h.id for h in hits][0] == "cfg/load.go::LoadConfig"
+    assert [h.id for h in hits][1:] == ["cfg/load_test.go::TestLoadConfig", "cfg/load_test.go::mustLoad"]
+    assert all(a.score > b.score for a, b in zip(hits, hits[1:], strict=False))

@@ -149,16 +149,30 @@ class TestPrior:
         keys.update(identifier_key(w) for w in TOKEN_PATTERN.findall(query))
         return not keys.isdisjoint(self.test_only_keys)
 
-    def demote(self, scores: np.ndarray, query: str, mode: str, graded: bool = False) -> np.ndarray:
+    def applies(self, query: str, mode: str) -> bool:
+        """Whether the prior moves anything for this query (mode on, tests present, not asked for)."""
+        return mode != "off" and self.any and not self.asks_for_tests(query)
+
+    def demote(
+        self,
+        scores: np.ndarray,
+        query: str,
+        mode: str,
+        graded: bool = False,
+        floors: np.ndarray | None = None,
+    ) -> np.ndarray:
         """`scores` with test rows moved after the non-test rows of their band (see the module
         docstring); unchanged when the mode is off, the corpus has no test, or the query asks
-        for tests. `graded`: bands are the integer grades >= 2 and (0, 2); else one band."""
-        if mode == "off" or not self.any or self.asks_for_tests(query):
+        for tests. `graded`: bands are the integer grades >= 2 and (0, 2); `floors`: each
+        row's band floor, given by the caller; else one band."""
+        if not self.applies(query, mode):
             return scores
-        return demote_rows(scores, self.rows, graded)
+        return demote_rows(scores, self.rows, graded, floors)
 
 
-def demote_rows(scores: np.ndarray, test: np.ndarray, graded: bool = False) -> np.ndarray:
+def demote_rows(
+    scores: np.ndarray, test: np.ndarray, graded: bool = False, floors: np.ndarray | None = None
+) -> np.ndarray:
     """Scale the positive scores of `test` rows into [band floor, lowest non-test score of the
     band), keeping their order; a band with no non-test row is left alone."""
     positive = np.isfinite(scores) & (scores > 0)
@@ -166,7 +180,9 @@ def demote_rows(scores: np.ndarray, test: np.ndarray, graded: bool = False) -> n
     if not moving.any():
         return scores
     out = np.array(scores, dtype=np.float64, copy=True)
-    if graded:
+    if floors is not None:
+        bands = np.asarray(floors, dtype=np.float64)
+    elif graded:
         bands = np.where(scores >= 2.0, np.floor(np.where(positive, scores, 0.0)), 0.0)
     else:
         bands = np.zeros(len(scores), dtype=np.float64)
