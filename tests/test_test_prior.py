@@ -233,3 +233,15 @@ def test_fused_lists_put_tests_last(fusion):
     assert [h.id for h in hits][0] == "cfg/load.go::LoadConfig"
     assert [h.id for h in hits][1:] == ["cfg/load_test.go::TestLoadConfig", "cfg/load_test.go::mustLoad"]
     assert all(a.score > b.score for a, b in zip(hits, hits[1:], strict=False))
+
+
+def test_a_bad_test_prior_on_the_command_line_is_one_line_exit_2(tmp_path):
+    from cli_helpers import cli, write_tiny
+
+    write_tiny(tmp_path)
+    proc = cli(tmp_path, "fixture.path=fx.yaml", "ranker=bm25f", "ranker.test_prior=first")
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("evalpipe:")]
+    assert len(lines) == 1 and "test_prior must be one of last, off, got 'first'" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "mlruns").exists() or not any((tmp_path / "mlruns").rglob("meta.yaml"))
