@@ -42,6 +42,38 @@ def test_code_aware_splits(text, expected):
     assert RAW(text) == expected
 
 
+def test_split_word_ascii_regex_agrees_with_the_character_walk():
+    """split_word takes a regex for ASCII words; it must cut exactly where the walk over
+    character classes (the path every non-ASCII word takes) cuts."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(20000):
+        word = "".join(rng.choice("aAbBzZ09") for _ in range(rng.randint(2, 9)))
+        assert split_word(word) == _walk(word), word
+
+
+def _walk(word: str) -> list[str]:
+    """The character-class walk of split_word, written out again as the oracle."""
+
+    def cls(ch: str) -> str:
+        return "d" if ch.isdigit() else "u" if ch.isupper() else "l" if ch.isalpha() else "o"
+
+    pieces, start = [], 0
+    for i in range(1, len(word)):
+        prev, cur = cls(word[i - 1]), cls(word[i])
+        nxt = cls(word[i + 1]) if i + 1 < len(word) else ""
+        if (
+            (prev == "l" and cur == "u")
+            or ((prev in "ul") != (cur in "ul"))
+            or (prev == cur == "u" and nxt == "l")
+        ):
+            pieces.append(word[start:i])
+            start = i
+    pieces.append(word[start:])
+    return pieces
+
+
 def test_split_word_boundaries():
     assert split_word("HTTPServerError") == ["HTTP", "Server", "Error"]
     assert split_word("parseJSON2xml") == ["parse", "JSON", "2", "xml"]

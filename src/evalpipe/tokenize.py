@@ -117,6 +117,11 @@ def _char_class(ch: str) -> str:
     return "o"
 
 
+#: split_word's boundaries for ASCII letters and digits: an acronym (not the capital that starts
+#: the next word), a capitalised or lowercase word, a number.
+_ASCII_PIECES = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
 def split_word(word: str) -> list[str]:
     """Split one word (no separators) at camelCase, acronym and letter/digit boundaries.
 
@@ -125,6 +130,8 @@ def split_word(word: str) -> list[str]:
     """
     if word.isalpha() and (word.islower() or word.isupper() or word[1:].islower()):
         return [word]  # fast path: most words in prose and code have no inner boundary
+    if word.isascii() and word.isalnum():
+        return _ASCII_PIECES.findall(word)  # the same boundaries, in C (tests check they agree)
     pieces: list[str] = []
     start = 0
     n = len(word)
@@ -270,17 +277,13 @@ class CodeTokenizer:
 
     def piece_counts(self, texts: Iterable[str]) -> Counter[str]:
         """How often each lowercase word piece occurs in `texts` (the splitter's vocabulary)."""
-        counts: Counter[str] = Counter()
-        pieces_of: dict[str, list[str]] = {}
+        compounds: Counter[str] = Counter()
         for text in texts:
-            for compound in TOKEN_PATTERN.findall(text):
-                pieces = pieces_of.get(compound)
-                if pieces is None:
-                    pieces = identifier_pieces(compound)
-                    if len(pieces_of) >= _CACHE_SIZE:
-                        pieces_of.clear()
-                    pieces_of[compound] = pieces
-                counts.update(pieces)
+            compounds.update(TOKEN_PATTERN.findall(text))  # counted in C; split once each below
+        counts: Counter[str] = Counter()
+        for compound, n in compounds.items():
+            for piece in identifier_pieces(compound):
+                counts[piece] += n
         return counts
 
     def build_splitter(self, texts: Iterable[str]) -> CompoundSplitter:

@@ -135,19 +135,25 @@ class TestPrior:
                 (test_keys if test else other_keys).update(_name_keys(unit))
         #: keys of symbol names that only test units have (a query naming one asks for tests)
         self.test_only_keys = frozenset(k for k in test_keys - other_keys if len(k) >= 3)
+        self._asks: dict[str, bool] = {}
 
     @property
     def count(self) -> int:
         return int(self.rows.sum())
 
     def asks_for_tests(self, query: str) -> bool:
-        if has_test_word(query):
-            return True
-        if not self.test_only_keys:
-            return False
-        keys = {identifier_key(query.replace(" ", "_"))}
-        keys.update(identifier_key(w) for w in TOKEN_PATTERN.findall(query))
-        return not keys.isdisjoint(self.test_only_keys)
+        hit = self._asks.get(query)
+        if hit is None:
+            words = [identifier_pieces(w) for w in TOKEN_PATTERN.findall(query)]
+            hit = any(p in TEST_WORDS for pieces in words for p in pieces)
+            if not hit and self.test_only_keys:
+                keys = {"".join(pieces) for pieces in words}
+                keys.add("".join(p for pieces in words for p in pieces))  # the whole query
+                hit = not keys.isdisjoint(self.test_only_keys)
+            if len(self._asks) >= 4096:
+                self._asks.clear()
+            self._asks[query] = hit
+        return hit
 
     def applies(self, query: str, mode: str) -> bool:
         """Whether the prior moves anything for this query (mode on, tests present, not asked for)."""
@@ -175,11 +181,18 @@ def demote_rows(
 ) -> np.ndarray:
     """Scale the positive scores of `test` rows into [band floor, lowest non-test score of the
     band), keeping their order; a band with no non-test row is left alone."""
-    positive = np.isfinite(scores) & (scores > 0)
+    positive = scores > 0  # NaN compares False; +inf is no score a ranker gives
     moving = positive & test
     if not moving.any():
         return scores
     out = np.array(scores, dtype=np.float64, copy=True)
+    if floors is None and not graded:  # one band from 0: the common case, kept to a few passes
+        others = positive & ~test
+        if others.any():
+            values = scores[moving]
+            moved = float(scores[others].min()) * 0.5 * (values / float(values.max()))
+            out[moving] = np.maximum(moved, np.nextafter(0.0, 1.0))
+        return out
     if floors is not None:
         bands = np.asarray(floors, dtype=np.float64)
     elif graded:
