@@ -78,6 +78,8 @@ MAX_JOINED_WORDS = 3
 MIN_PART_LENGTH = 3
 #: ... and occurs at least this often as a word piece of the corpus.
 MIN_PART_COUNT = 2
+#: Never a part of a split compound: English function words (bm25s's `en_plus` list, NLTK's).
+FUNCTION_WORDS = frozenset(_sw.STOPWORDS_EN_PLUS)
 #: Words longer than this are not split (no identifier part is that long; bounds the cost).
 MAX_SPLIT_LENGTH = 40
 
@@ -172,7 +174,9 @@ class CompoundSplitter:
     Nothing in `fileops` marks a boundary, so the corpus decides, by the frequency rule of
     Koehn & Knight (2003, "Empirical methods for compound splitting"): among the splits
     into two corpus words (word pieces seen at least `min_count` times, at least `min_part`
-    characters, not stopwords), take the one with the highest geometric mean of the parts'
+    characters, content words: neither a stopword nor one of FUNCTION_WORDS, as their rule
+    splits only into content words, so `output` is never `out` + `put` nor `overall` `over`
+    + `all`), take the one with the highest geometric mean of the parts'
     frequencies, and split only if that mean exceeds the frequency of the word itself. A
     compound is rarer than its parts (`fileops`, `setdefault`, `dataclass` split), while an
     ordinary word is more common than the short words it happens to contain (`append` is not
@@ -190,7 +194,7 @@ class CompoundSplitter:
         min_count: int = MIN_PART_COUNT,
         stopwords: Iterable[str] = (),
     ):
-        stop = frozenset(stopwords)
+        stop = frozenset(stopwords) | FUNCTION_WORDS
         self.min_part = int(min_part)
         self.min_count = int(min_count)
         #: how often each word occurs as a piece (the "no split" option's frequency)
