@@ -16,7 +16,9 @@ It is done on the score vector, so scores keep agreeing with the order (fusion a
 ranker's scores as they are.
 
 **Which units are tests.** A unit's `is_test` field when the corpus records it (true or
-false), else the path conventions of the common languages (`test_prior.is_test_path`).
+false; the corpus builder does), else its path: the builder's per-language rules
+(`evalpipe.corpus.testpaths`) for Go, Python, TypeScript and JavaScript, and
+`test_prior.is_test_path` (a superset, also Ruby, Java, C#) for other languages.
 
 **When a query asks for tests** the prior is lifted for it: the query has a test word
 (TEST_WORDS) as a word or as a piece of an identifier (`TestParse`, `test_merge`,
@@ -31,6 +33,7 @@ import re
 import numpy as np
 
 from evalpipe.corpus import Corpus, Unit
+from evalpipe.corpus.testpaths import is_test_path as builder_is_test_path
 from evalpipe.tokenize import TOKEN_PATTERN, identifier_key, identifier_pieces
 
 #: `test_prior` values: `last` ranks tests after non-tests; `off` disables the prior.
@@ -89,8 +92,15 @@ def is_test_path(path: str) -> bool:
     return bool(_TEST_PATH.search(path.replace("\\", "/")))
 
 
+_BUILDER_LANGUAGES = ("go", "python", "typescript", "javascript")
+_BUILDER_FILE = re.compile(r"\.(go|py|[cm]?[jt]sx?)$")
+
+
 def is_test_unit(unit: Unit) -> bool:
-    """The unit's own `is_test` when recorded, else its path (or the path part of its ID)."""
+    """The unit's own `is_test` when recorded (the corpus builder records it), else its path
+    (or the path part of its ID): by the builder's per-language rules
+    (`evalpipe.corpus.testpaths`) for Go, Python, TypeScript and JavaScript, by
+    `is_test_path` for any other language."""
     flag = getattr(unit, "is_test", None)
     if flag is None:
         flag = unit.metadata.get("is_test")
@@ -98,7 +108,10 @@ def is_test_unit(unit: Unit) -> bool:
         return flag
     if isinstance(flag, str) and flag.lower() in ("true", "false"):
         return flag.lower() == "true"
-    return is_test_path(unit.path or unit.id.split("::", 1)[0])
+    path = (unit.path or unit.id.split("::", 1)[0]).replace("\\", "/")
+    if unit.language in _BUILDER_LANGUAGES or _BUILDER_FILE.search(path):
+        return builder_is_test_path(path, unit.language)
+    return is_test_path(path)
 
 
 def _name_keys(unit: Unit) -> set[str]:
