@@ -14,11 +14,11 @@ So matches are graded, best first:
 3. **an identifier in the query** ("where is `merge_settings` defined?"), exact case
    (3.0 + bonus) or any case (2.0 + bonus), so "BM25Ranker query_ids" is the method, not
    the class named by its first word. A plain word of a sentence query counts as an
-   identifier (2.0 + bonus) when it is spelt exactly as a unit's name ("where is fileops
-   used") or is the run-together spelling of a name of several pieces ("who calls
-   registerhandler" for `registerHandler`), unless the whole query already names a unit;
-   a word that only differs in case from a one-word name ("corpus" for `Corpus`) stays a
-   word;
+   identifier (2.0 + bonus) when it is the run-together spelling of a name of several
+   pieces ("who calls registerhandler" for `registerHandler`, "where is fileops used" for
+   `FileOps`), unless the whole query already names a unit. A word that is also a one-word
+   name ("engine", "JSON", "corpus") stays a word: in "which Engine methods ..." the type is
+   the subject, not the answer;
 4. **partial** (<= 1): the Jaccard overlap of name pieces, or a substring.
 
 Within a grade the bonus orders candidates: a kind word in the query ("type", "func",
@@ -274,8 +274,7 @@ class ExactSymbolRanker(CorpusRanker):
         # the whole query names a unit (then its words are that name's pieces, not names)
         named = candidates and scores.max() >= FULL_SCORE + WHOLE_QUERY_BONUS
         for word in [] if named else plain_words(text, self.stopwords):
-            rows = list(self._by_exact.get(word, ())) + list(self._by_joined.get(word.lower(), ()))
-            for row in rows:
+            for row in self._by_joined.get(word.lower(), ()):
                 scores[row] = max(scores[row], FULL_SCORE + bonus[row])
         if self.partial:
             for i, cand in enumerate(candidates):
