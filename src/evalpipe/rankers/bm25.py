@@ -17,13 +17,15 @@ import numpy as np
 from evalpipe.bm25s_loader import import_bm25s
 from evalpipe.corpus import Corpus, Unit
 from evalpipe.rankers.base import BUILD_MEMOS, BatchScoring, CorpusRanker
-from evalpipe.tokenize import CodeTokenizer
+from evalpipe.rankers.test_prior import TestPrior, check_mode
+from evalpipe.tokenize import CodeTokenizer, CompoundSplitter
 
 bm25s = import_bm25s()
 
 #: Tokenized corpora kept per process (see BM25Ranker._tokenized); a few, as corpora can be large.
 TOKENIZED_CACHE_SIZE = 2
-_TOKENIZED: OrderedDict[tuple, tuple[list[list[int]], dict[str, int]]] = OrderedDict()
+_Tokenized = tuple[list[list[int]], dict[str, int], "CompoundSplitter | None"]
+_TOKENIZED: OrderedDict[tuple, _Tokenized] = OrderedDict()
 BUILD_MEMOS.append(_TOKENIZED)
 
 METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
@@ -57,10 +59,14 @@ class BM25Ranker(BatchScoring, CorpusRanker):
     """Okapi BM25 (bm25s) over title + text + identifiers with a code-aware tokenizer.
 
     `delta` is only used by bm25l / bm25+. `min_score` drops hits scoring below it.
+    `split_compounds` splits lowercase run-together words at corpus words (code-aware only);
+    `test_prior` ranks test units last unless the query asks for tests
+    (`evalpipe.rankers.test_prior`).
     """
 
     name = "bm25"
     drop_nonpositive = True
+    query_params = ("min_score", "test_prior")
 
     def __init__(
         self,
@@ -73,6 +79,8 @@ class BM25Ranker(BatchScoring, CorpusRanker):
         code_aware: bool = True,
         fields: Iterable[str] = ("title", "text", "identifiers"),
         min_score: float | None = None,
+        split_compounds: bool = True,
+        test_prior: str | bool = "last",
     ):
         if method not in METHODS:
             raise ValueError(f"BM25Ranker: unknown method {method!r}; use one of {', '.join(METHODS)}")
@@ -94,6 +102,8 @@ class BM25Ranker(BatchScoring, CorpusRanker):
         self.min_score = None if min_score is None else float(min_score)
         stop = stopwords if stopwords is None or isinstance(stopwords, str) else [str(w) for w in stopwords]
         self.tokenizer = CodeTokenizer(stemmer=stemmer, stopwords=stop, code_aware=code_aware)
+        self.split_compounds = bool(split_compounds) and self.tokenizer.code_aware
+        self.test_prior = check_mode("BM25Ranker", test_prior)
         self._bm25: bm25s.BM25 | None = None
         self._vocab: dict[str, int] = {}
         self._stats: dict[str, Any] = {}
@@ -107,28 +117,35 @@ class BM25Ranker(BatchScoring, CorpusRanker):
             tokens.extend(self.tokenizer(text))
         return tokens
 
-    def _tokenized(self, corpus: Corpus) -> tuple[list[list[int]], dict[str, int]]:
-        """(term ids per unit, vocabulary), shared by every BM25Ranker in the process that
-        tokenizes the same corpus the same way: a k1/b sweep re-tokenizes nothing."""
+    def _tokenized(self, corpus: Corpus) -> tuple[list[list[int]], dict[str, int], CompoundSplitter | None]:
+        """(term ids per unit, vocabulary, compound splitter), shared by every BM25Ranker in the
+        process that tokenizes the same corpus the same way: a k1/b sweep re-tokenizes nothing."""
         tok = self.tokenizer
         key = (type(self).__qualname__, tok.stemmer_name, tuple(sorted(tok.stopwords)), tok.code_aware)
-        key += (self.fields, corpus.sha256)
+        key += (self.fields, self.split_compounds, corpus.sha256)
         hit = _TOKENIZED.get(key)
         if hit is not None:
             _TOKENIZED.move_to_end(key)
             return hit
+        splitter = None
+        if self.split_compounds:
+            splitter = tok.build_splitter(t for u in corpus for t in unit_field_texts(u, self.fields))
+            self.tokenizer = tok.with_splitter(splitter)
         vocab: dict[str, int] = {}
         doc_ids: list[list[int]] = []
         for unit in corpus:
             doc_ids.append([vocab.setdefault(t, len(vocab)) for t in self.tokenize_unit(unit)])
-        _TOKENIZED[key] = (doc_ids, vocab)
+        _TOKENIZED[key] = (doc_ids, vocab, splitter)
         while len(_TOKENIZED) > TOKENIZED_CACHE_SIZE:
             _TOKENIZED.popitem(last=False)
-        return doc_ids, vocab
+        return doc_ids, vocab, splitter
 
     def _build(self, corpus: Corpus) -> None:
         start = time.perf_counter()
-        doc_ids, vocab = self._tokenized(corpus)
+        doc_ids, vocab, splitter = self._tokenized(corpus)
+        if splitter is not None and self.tokenizer.splitter is not splitter:
+            self.tokenizer = self.tokenizer.with_splitter(splitter)
+        self._prior = TestPrior(corpus)
         vocab = dict(vocab)  # bm25s keeps the mapping it is given: each index gets its own
         self._vocab = vocab
         self._bm25 = None
@@ -142,12 +159,14 @@ class BM25Ranker(BatchScoring, CorpusRanker):
             "vocab_size": len(vocab),
             "index_tokens": n_tokens,
             "avg_unit_tokens": n_tokens / len(corpus) if len(corpus) else 0.0,
+            "test_units": self._prior.count,
+            "split_words": len(splitter.words) if splitter is not None else 0,
             "build_seconds": time.perf_counter() - start,
         }
 
     def query_ids(self, query: str) -> list[int]:
         """Vocabulary ids of the query's terms; unknown terms are dropped, repeats kept (as bm25s does)."""
-        return [self._vocab[t] for t in self.tokenizer(query) if t in self._vocab]
+        return [self._vocab[t] for t in self.tokenizer.query_terms(query) if t in self._vocab]
 
     def _scores(self, query: str) -> np.ndarray:
         if not hasattr(self, "corpus"):
@@ -163,7 +182,7 @@ class BM25Ranker(BatchScoring, CorpusRanker):
             for tid in set(ids):
                 matched[index["indices"][index["indptr"][tid] : index["indptr"][tid + 1]]] = True
             scores[~matched] = 0.0
-        return scores
+        return self._prior.demote(scores, query, self.test_prior)
 
     def _scores_batch(self, queries: list[str]) -> np.ndarray:
         """`_scores` of many queries at once, bit for bit.
@@ -210,6 +229,7 @@ class BM25Ranker(BatchScoring, CorpusRanker):
                 for tid in set(term_ids[i].tolist()):
                     matched[indices[indptr[tid] : indptr[tid + 1]]] = True
                 out[i][~matched] = 0.0
+            out[i] = self._prior.demote(out[i], queries[i], self.test_prior)
         return out
 
     def stats(self) -> dict[str, Any]:

@@ -37,6 +37,7 @@ import numpy as np
 from evalpipe.corpus import Corpus, Unit
 from evalpipe.corpus.qualify import unit_qualified_name
 from evalpipe.rankers.base import CorpusRanker
+from evalpipe.rankers.test_prior import TestPrior, check_mode
 from evalpipe.tokenize import CodeTokenizer
 
 BM25F_FIELDS = ("name", "qualified", "signature", "docstring", "body", "path")
@@ -96,11 +97,12 @@ class BM25FRanker(CorpusRanker):
 
     `weights` and `b` are per field. `weights: null` means DEFAULT_WEIGHTS; a given mapping
     replaces them (missing fields weigh 0 and are not indexed at all). `b` entries override
-    DEFAULT_B field by field.
+    DEFAULT_B field by field. `split_compounds` and `test_prior` are as in `bm25`.
     """
 
     name = "bm25f"
     drop_nonpositive = True
+    query_params = ("min_score", "test_prior")
 
     def __init__(
         self,
@@ -110,6 +112,8 @@ class BM25FRanker(CorpusRanker):
         stemmer: str | None = "english",
         stopwords: str | Iterable[str] | None = "en",
         min_score: float | None = None,
+        split_compounds: bool = True,
+        test_prior: str | bool = "last",
     ):
         self.weights = _per_field(DEFAULT_WEIGHTS if weights is None else weights, 0.0, "weights")
         self.b = _per_field({**DEFAULT_B, **dict(b or {})}, 0.75, "b")
@@ -123,6 +127,8 @@ class BM25FRanker(CorpusRanker):
         self.min_score = None if min_score is None else float(min_score)
         stop = stopwords if stopwords is None or isinstance(stopwords, str) else [str(w) for w in stopwords]
         self.tokenizer = CodeTokenizer(stemmer=stemmer, stopwords=stop, code_aware=True)
+        self.split_compounds = bool(split_compounds)
+        self.test_prior = check_mode("BM25FRanker", test_prior)
         self._stats: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -137,8 +143,12 @@ class BM25FRanker(CorpusRanker):
         # pass 1: term counts and length of every field of every unit
         counts: dict[str, list[dict[int, int]]] = {f: [] for f in fields}
         lengths = {f: np.zeros(n, dtype=np.float64) for f in fields}
-        for row, unit in enumerate(corpus):
-            texts = unit_bm25f_fields(unit)
+        all_texts = [unit_bm25f_fields(unit) for unit in corpus]
+        if self.split_compounds:
+            splitter = self.tokenizer.build_splitter(t[f] for t in all_texts for f in fields)
+            self.tokenizer = self.tokenizer.with_splitter(splitter)
+        self._prior = TestPrior(corpus)
+        for row, texts in enumerate(all_texts):
             for f in fields:
                 terms = self.tokenizer(texts[f])
                 lengths[f][row] = len(terms)
@@ -174,12 +184,15 @@ class BM25FRanker(CorpusRanker):
             "index_units": n,
             "vocab_size": len(vocab),
             "fields": ",".join(fields),
+            "test_units": self._prior.count,
+            "split_words": len(self.tokenizer.splitter.words) if self.tokenizer.splitter else 0,
             "build_seconds": time.perf_counter() - start,
         }
 
     def term_ids(self, query: str) -> list[int]:
         """Vocabulary ids of the query's terms; repeats count once, unknown terms are dropped."""
-        return [self._vocab[t] for t in dict.fromkeys(self.tokenizer(query)) if t in self._vocab]
+        terms = self.tokenizer.query_terms(query)
+        return [self._vocab[t] for t in dict.fromkeys(terms) if t in self._vocab]
 
     def _scores(self, query: str) -> np.ndarray:
         if not hasattr(self, "corpus"):
@@ -189,7 +202,7 @@ class BM25FRanker(CorpusRanker):
             lo, hi = self._indptr[tid], self._indptr[tid + 1]
             values = self._values[lo:hi]
             scores[self._indices[lo:hi]] += self._idf[tid] * values / (self.k1 + values)
-        return scores
+        return self._prior.demote(scores, query, self.test_prior)
 
     def stats(self) -> dict[str, Any]:
         return dict(self._stats)

@@ -13,14 +13,20 @@ So matches are graded, best first:
    (`merge_settings` = `mergeSettings` = "merge settings" = `Merge.settings`);
 3. **an identifier in the query** ("where is `merge_settings` defined?"), exact case
    (3.0 + bonus) or any case (2.0 + bonus), so "BM25Ranker query_ids" is the method, not
-   the class named by its first word;
+   the class named by its first word. A plain word of a sentence query counts as an
+   identifier (2.0 + bonus) when it is the run-together spelling of a name of several
+   pieces ("who calls registerhandler" for `registerHandler`, "where is fileops used" for
+   `FileOps`), unless the whole query already names a unit. A word that is also a one-word
+   name ("engine", "JSON", "corpus") stays a word: in "which Engine methods ..." the type is
+   the subject, not the answer;
 4. **partial** (<= 1): the Jaccard overlap of name pieces, or a substring.
 
 Within a grade the bonus orders candidates: a kind word in the query ("type", "func",
 "class", ...) that matches the unit's kind (+0.5), a declaration outside test files
 (+0.25; modules, sections and test code get none), a top-level symbol (+0.1). Equal
 scores then go to corpus order (file path, then source order). `min_score: 2.0` keeps
-full matches only.
+full matches only. With `test_prior: last` (default) test units come after the non-test
+units of their grade unless the query asks for tests (`evalpipe.rankers.test_prior`).
 """
 
 from __future__ import annotations
@@ -35,7 +41,10 @@ import numpy as np
 from evalpipe.corpus import Corpus, Unit
 from evalpipe.corpus.qualify import name_parts, unit_qualified_name
 from evalpipe.rankers.base import CorpusRanker
-from evalpipe.tokenize import COMPOUND_PATTERN, identifier_pieces, resolve_stopwords
+from evalpipe.rankers.test_prior import TestPrior, check_mode, is_test_path
+from evalpipe.tokenize import TOKEN_PATTERN, identifier_pieces, resolve_stopwords
+
+__all__ = ["ExactSymbolRanker", "is_test_path", "normalise", "query_candidates", "split_kind_words"]
 
 #: Base score of a case/separator-insensitive full match; partial matches score in (0, 1].
 FULL_SCORE = 2.0
@@ -68,10 +77,6 @@ KIND_WORDS: dict[str, frozenset[str]] = {
     "var": frozenset({"var"}),
     "variable": frozenset({"var"}),
 }
-_TEST_PATH = re.compile(
-    r"(^|/)(tests?|testdata|__tests__)/|(^|/)(test_[^/]*\.py|conftest\.py|[^/]*_test\.(py|go)"
-    r"|[^/]*\.(test|spec)\.[cm]?[jt]sx?)$"
-)
 
 
 def normalise(name: str) -> str:
@@ -80,11 +85,6 @@ def normalise(name: str) -> str:
     `merge_settings`, `mergeSettings`, `MergeSettings` and "merge settings" all give `mergesettings`.
     """
     return "".join(identifier_pieces(name.replace(" ", "_")))
-
-
-def is_test_path(path: str) -> bool:
-    """Test code by the usual conventions: tests/ folders, test_*.py, *_test.go, *.spec.ts."""
-    return bool(_TEST_PATH.search(path))
 
 
 def unit_names(unit: Unit) -> list[str]:
@@ -122,8 +122,9 @@ def unit_full_names(unit: Unit) -> set[str]:
 
 
 def looks_like_identifier(token: str) -> bool:
-    """True for tokens a person would only write as code: snake_case, camelCase, dotted, paths."""
-    return any(s in token for s in ("_", ".", "::", "/", "\\")) or bool(_CAMEL.search(token))
+    """True for tokens a person would only write as code: snake_case, kebab-case, camelCase,
+    dotted, paths."""
+    return any(s in token for s in ("_", "-", ".", "::", "/", "\\")) or bool(_CAMEL.search(token))
 
 
 def split_kind_words(query: str) -> tuple[str, frozenset[str]]:
@@ -145,11 +146,24 @@ def split_kind_words(query: str) -> tuple[str, frozenset[str]]:
 def query_candidates(query: str) -> list[str]:
     """The whole query plus every identifier-looking token in it, in order, deduplicated."""
     out = [query.strip()]
-    for match in COMPOUND_PATTERN.finditer(query.replace("`", " ")):
+    for match in TOKEN_PATTERN.finditer(query.replace("`", " ")):
         token = match.group(0)
         if looks_like_identifier(token) and token not in out:
             out.append(token)
     return [c for c in out if normalise(c)]
+
+
+def plain_words(query: str, stopwords: frozenset[str]) -> list[str]:
+    """Words of a sentence query that do not look like identifiers (3+ characters, no
+    stopwords), in order: candidates for same-case identifiers such as Go's `fileops`."""
+    words = TOKEN_PATTERN.findall(query.replace("`", " "))
+    if len(words) < 2:
+        return []
+    out = []
+    for w in words:
+        if len(w) >= 3 and not looks_like_identifier(w) and w.lower() not in stopwords and w not in out:
+            out.append(w)
+    return out
 
 
 def _joined(candidate: str) -> str:
@@ -162,10 +176,12 @@ class ExactSymbolRanker(CorpusRanker):
     Stopwords are dropped from the whole query's pieces for partial scoring only, so
     "where is the config merged" overlaps on its content words. `kind_filter: true`
     turns kind words from a boost into a filter (other kinds are not returned).
+    `test_prior: last` ranks test units after the non-test units of their grade.
     """
 
     name = "exact"
     drop_nonpositive = True
+    query_params = ("min_score", "test_prior")
 
     def __init__(
         self,
@@ -173,6 +189,7 @@ class ExactSymbolRanker(CorpusRanker):
         partial: bool = True,
         kind_filter: bool = False,
         min_score: float | None = None,
+        test_prior: str | bool = "last",
     ):
         self.stopwords = resolve_stopwords(
             stopwords if stopwords is None or isinstance(stopwords, str) else [str(w) for w in stopwords]
@@ -180,6 +197,7 @@ class ExactSymbolRanker(CorpusRanker):
         self.partial = bool(partial)
         self.kind_filter = bool(kind_filter)
         self.min_score = None if min_score is None else float(min_score)
+        self.test_prior = check_mode("ExactSymbolRanker", test_prior)
         self._stats: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -190,6 +208,9 @@ class ExactSymbolRanker(CorpusRanker):
         self._by_key: dict[str, list[int]] = {}
         self._by_exact: dict[str, list[int]] = {}
         self._by_piece: dict[str, list[int]] = {}
+        # keys of names made of several pieces, for run-together spellings in sentences
+        self._by_joined: dict[str, list[int]] = {}
+        self._prior = TestPrior(corpus)
         # per row: list of (key, piece set) for each name
         self._names: list[list[tuple[str, frozenset[str]]]] = []
         self._kinds = np.array([u.kind for u in corpus], dtype=object)
@@ -211,12 +232,15 @@ class ExactSymbolRanker(CorpusRanker):
                 if not key:
                     continue
                 add(self._by_key, key, row)
-                pieces = frozenset(identifier_pieces(name.replace(" ", "_")))
+                name_pieces = identifier_pieces(name.replace(" ", "_"))
+                pieces = frozenset(name_pieces)
                 entries.append((key, pieces))
+                if len(name_pieces) > 1:
+                    add(self._by_joined, key, row)
                 for p in pieces:
                     add(self._by_piece, p, row)
             self._names.append(entries)
-            if unit.kind not in NON_DECLARATIONS and not is_test_path(unit.path or unit.id.split("::")[0]):
+            if unit.kind not in NON_DECLARATIONS and not self._prior.rows[row]:
                 self._bonus[row] += DECLARATION_BONUS
                 qualname = str(unit.metadata.get("qualname") or unit.id.partition("::")[2])
                 if qualname and "." not in qualname:
@@ -225,6 +249,7 @@ class ExactSymbolRanker(CorpusRanker):
             "index_units": len(corpus),
             "names": sum(len(e) for e in self._names),
             "distinct_keys": len(self._by_key),
+            "test_units": self._prior.count,
             "build_seconds": time.perf_counter() - start,
         }
 
@@ -245,6 +270,12 @@ class ExactSymbolRanker(CorpusRanker):
                 scores[row] = max(scores[row], FULL_SCORE + whole + bonus[row])
             for row in self._by_exact.get(_joined(cand), ()):
                 scores[row] = max(scores[row], EXACT_CASE_SCORE + whole + bonus[row])
+        # same-case identifiers written as words of a sentence ("where is fileops used"), unless
+        # the whole query names a unit (then its words are that name's pieces, not names)
+        named = candidates and scores.max() >= FULL_SCORE + WHOLE_QUERY_BONUS
+        for word in [] if named else plain_words(text, self.stopwords):
+            for row in self._by_joined.get(word.lower(), ()):
+                scores[row] = max(scores[row], FULL_SCORE + bonus[row])
         if self.partial:
             for i, cand in enumerate(candidates):
                 pieces = identifier_pieces(cand.replace(" ", "_"))
@@ -253,7 +284,7 @@ class ExactSymbolRanker(CorpusRanker):
                 self._score_partial(scores, normalise(cand), frozenset(pieces))
         if kinds and self.kind_filter:
             scores[~wanted] = 0.0
-        return scores
+        return self._prior.demote(scores, query, self.test_prior, graded=True)
 
     def _score_partial(self, scores: np.ndarray, qkey: str, qpieces: frozenset[str]) -> None:
         rows: set[int] = set()

@@ -8,7 +8,10 @@ the base ranker on the named phrase), and a truncated personalized PageRank from
 along that one relation scores the units it reaches; those are ranked first (ties by
 the base ranker's score for the whole question), then the seed symbols, then the
 base ranking. Any other question gets the base ranking unchanged, so the ranker can only
-move relational questions.
+move relational questions. Reached units in test files come after the non-test reached
+units (and test seeds after non-test seeds) unless the question asks for tests
+(`test_prior`, `evalpipe.rankers.test_prior`): "what calls X" wants X's callers in the
+code, not its tests.
 
 **Expansion** (`intent: false`): the base ranker's top seeds, scores normalised to
 [0, 1], spread along every configured relation, multiplied by `decay` per hop.
@@ -26,6 +29,7 @@ from evalpipe.corpus import RELATION_KINDS, Corpus
 from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, top_k
 from evalpipe.rankers.exact import FULL_SCORE, ExactSymbolRanker
 from evalpipe.rankers.relation_intent import RelationIntent, detect_relation
+from evalpipe.rankers.test_prior import TestPrior, check_mode
 
 #: Reverse edge name for each forward relation kind stored on units.
 REVERSE = {
@@ -66,6 +70,7 @@ class GraphRanker(CorpusRanker):
 
     name = "graph"
     drop_nonpositive = True
+    query_params = ("min_score", "test_prior")
 
     def __init__(
         self,
@@ -78,6 +83,7 @@ class GraphRanker(CorpusRanker):
         intent: bool = False,
         base_weight: float = 0.3,
         min_score: float | None = None,
+        test_prior: str | bool = "last",
     ):
         if not hasattr(base, "search"):
             raise ValueError(f"GraphRanker: base must be a ranker with search(), got {type(base).__name__}")
@@ -100,6 +106,7 @@ class GraphRanker(CorpusRanker):
         self.intent = bool(intent)
         self.base_weight = float(base_weight)
         self.min_score = None if min_score is None else float(min_score)
+        self.test_prior = check_mode("GraphRanker", test_prior)
         self._stats: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -151,6 +158,7 @@ class GraphRanker(CorpusRanker):
                     for row in range(len(own))
                 ]
         self._symbols = ExactSymbolRanker(partial=False, min_score=FULL_SCORE)
+        self._prior = TestPrior(corpus)
         self._symbols.prepare(corpus)
         base_stats = getattr(self.base, "stats", None)
         self._stats = {
@@ -281,6 +289,9 @@ class GraphRanker(CorpusRanker):
         listed = scores > 0
         rest = (~listed) & (base_norm > 0)
         scores[rest] = base_norm[rest]
+        # bands: reached units (>= 2), seeds (1.5), the rest of the base ranking (<= 1)
+        floors = np.select([scores >= 2.0, scores >= 1.5], [2.0, 1.5], 0.0)
+        scores = self._prior.demote(scores, query, self.test_prior, floors=floors)
         return top_k(self.corpus, scores, k, mask, min_score=self.min_score, drop_nonpositive=True)
 
     def stats(self) -> dict[str, Any]:

@@ -14,7 +14,8 @@ Within grades 2-3: +0.3 when the match is in the name or signature line, plus up
 for the number of occurrences (capped at 5). Ties go to corpus order. With
 `regex: true` the query is a Python regular expression (grade 3 for a case-sensitive
 match, 2 for a match ignoring case, no word-share grade); a query that does not compile
-is searched literally.
+is searched literally. With `test_prior: last` (default) test units come after the non-test
+units of their grade unless the query asks for tests (`evalpipe.rankers.test_prior`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 
 from evalpipe.corpus import Corpus, Unit
 from evalpipe.rankers.base import CorpusRanker
+from evalpipe.rankers.test_prior import TestPrior, check_mode
 from evalpipe.tokenize import resolve_stopwords
 
 NAME_SCORE = 4.0
@@ -56,6 +58,7 @@ class GrepRanker(CorpusRanker):
 
     name = "grep"
     drop_nonpositive = True
+    query_params = ("min_score", "test_prior")
 
     def __init__(
         self,
@@ -63,6 +66,7 @@ class GrepRanker(CorpusRanker):
         words: bool = True,
         stopwords: str | Iterable[str] | None = "en",
         min_score: float | None = None,
+        test_prior: str | bool = "last",
     ):
         self.regex = bool(regex)
         self.words = bool(words)
@@ -70,6 +74,7 @@ class GrepRanker(CorpusRanker):
             stopwords if stopwords is None or isinstance(stopwords, str) else [str(w) for w in stopwords]
         )
         self.min_score = None if min_score is None else float(min_score)
+        self.test_prior = check_mode("GrepRanker", test_prior)
         self._stats: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -81,9 +86,11 @@ class GrepRanker(CorpusRanker):
         self._lower = [t.lower() for t in self._texts]
         self._heads = [unit_head(u) for u in corpus]
         self._names = [str(u.metadata.get("name") or "") for u in corpus]
+        self._prior = TestPrior(corpus)
         self._stats = {
             "index_units": len(corpus),
             "index_chars": sum(len(t) for t in self._texts),
+            "test_units": self._prior.count,
             "build_seconds": time.perf_counter() - start,
         }
 
@@ -129,7 +136,7 @@ class GrepRanker(CorpusRanker):
                 continue
             head = HEAD_BONUS if (exact if grade == WORD_SCORE else loose).search(self._heads[row]) else 0.0
             scores[row] = grade + head + COUNT_BONUS * min(len(hits), COUNT_CAP) / COUNT_CAP
-        return scores
+        return self._prior.demote(scores, query, self.test_prior, graded=True)
 
     def stats(self) -> dict[str, Any]:
         return dict(self._stats)

@@ -92,6 +92,7 @@ class HybridRanker(RRFRanker):
         "method",
         "router",
         "router_min_score",
+        "test_prior",
     )
 
     def __init__(
@@ -105,8 +106,9 @@ class HybridRanker(RRFRanker):
         router_min_score: float = 4.0,
         min_score: float | None = None,
         allow_skipped_components: bool = False,
+        test_prior: str | bool = "last",
     ):
-        super().__init__(components, k, weights, depth, min_score, allow_skipped_components)
+        super().__init__(components, k, weights, depth, min_score, allow_skipped_components, test_prior)
         if method not in METHODS:
             raise ValueError(f"hybrid ranker: unknown method {method!r}; use one of {', '.join(METHODS)}")
         if router is not None and str(router) not in self.components:
@@ -161,6 +163,7 @@ class HybridRanker(RRFRanker):
             fused = rrf_fuse(runs, k=self.k, weights=self.weights)
         else:
             fused = minmax_fuse(runs, self.weights)
+        fused = self.demote_tests(query, fused)
         routed: dict[str, float] = {}
         if self.router is not None:
             for h in runs.get(self.router, []):

@@ -7,6 +7,10 @@ rankers whose scores live on unrelated scales fuse without any normalisation.
 A fused run that quietly lost a component would be mislabelled in every report, so a
 component that cannot load fails the whole ranker unless `allow_skipped_components`
 is set, and even then the skipped names are recorded in `stats()`.
+
+Fused lists get the test-file prior (`test_prior`, `evalpipe.rankers.test_prior`): a
+component without one (a dense model) can otherwise lift a test unit above the non-test
+units the lexical components ranked first.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, RankerUnavailable
+from evalpipe.rankers.test_prior import TestPrior, check_mode, demote_rows
 
 
 class RRFRanker(CorpusRanker):
@@ -30,7 +37,7 @@ class RRFRanker(CorpusRanker):
 
     name = "rrf"
     #: Fusion parameters only; each component memoises its own index in its own prepare().
-    query_params = ("min_score", "k", "weights", "depth", "allow_skipped_components")
+    query_params = ("min_score", "k", "weights", "depth", "allow_skipped_components", "test_prior")
 
     def __init__(
         self,
@@ -40,6 +47,7 @@ class RRFRanker(CorpusRanker):
         depth: int = 100,
         min_score: float | None = None,
         allow_skipped_components: bool = False,
+        test_prior: str | bool = "last",
     ):
         # Hydra hands nested configs over as a DictConfig of instantiated rankers; plain dicts work too.
         self.components: dict[str, Ranker] = {str(n): c for n, c in dict(components or {}).items()}
@@ -61,12 +69,15 @@ class RRFRanker(CorpusRanker):
         self.weights = {n: weights.get(n, 1.0) for n in self.components}
         self.min_score = min_score
         self.allow_skipped_components = bool(allow_skipped_components)
+        self.test_prior = check_mode(type(self).__name__, test_prior)
+        self._prior: TestPrior | None = None
         self.active: dict[str, Ranker] = dict(self.components)
         self.skipped: dict[str, str] = {}
         self.corpus: Corpus | None = None  # type: ignore[assignment]
 
     def prepare(self, corpus: Corpus) -> None:
         self.corpus = corpus
+        self._prior = TestPrior(corpus)
         self.active, self.skipped = {}, {}
         for cname, comp in self.components.items():
             prepare = getattr(comp, "prepare", None)
@@ -117,7 +128,7 @@ class RRFRanker(CorpusRanker):
         if k <= 0:
             return []
         runs = self.component_hits(case_id, query, k, constraints)
-        fused = rrf_fuse(runs, k=self.k, weights=self.weights)
+        fused = self.demote_tests(query, rrf_fuse(runs, k=self.k, weights=self.weights))
         corpus = self.corpus
         mask = corpus.allowed_mask(constraints) if corpus is not None else None
         n = len(corpus) if corpus is not None else 0
@@ -140,6 +151,19 @@ class RRFRanker(CorpusRanker):
             if len(hits) == k:
                 break
         return hits
+
+    def demote_tests(self, query: str, fused: dict[str, tuple[float, int]]) -> dict[str, tuple[float, int]]:
+        """Fused scores with test units moved after the non-test ones (scores scaled as in
+        `test_prior.demote_rows`); unchanged when the prior does not apply to the query."""
+        prior, corpus = self._prior, self.corpus
+        if prior is None or corpus is None or not fused or not prior.applies(query, self.test_prior):
+            return fused
+        ids = list(fused)
+        rows = [corpus.index_of.get(uid) for uid in ids]
+        test = np.array([r is not None and bool(prior.rows[r]) for r in rows], dtype=bool)
+        scores = np.array([fused[uid][0] for uid in ids], dtype=np.float64)
+        moved = demote_rows(scores, test)
+        return {uid: (float(s), fused[uid][1]) for uid, s in zip(ids, moved.tolist(), strict=True)}
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {"components": ",".join(self.components)}

@@ -13,6 +13,10 @@ base depends on most is usually the answer ("the Store type", not a test helper)
 `candidates` hits, drawn from units allowed by the constraints). `fan_in` counts
 incoming `calls`, `imports` and `inherits` edges. `churn` is the unit's `churn`
 metadata (e.g. commits touching it) when the corpus records it, else 0.
+
+The base ranker's own test prior already orders its candidates; fan-in could lift a test
+(tests call a lot, and helpers in tests are called by many tests) back above them, so the
+re-scored list gets the same prior (`test_prior`, `evalpipe.rankers.test_prior`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, top_k
+from evalpipe.rankers.test_prior import TestPrior, check_mode
 
 FAN_IN_RELATIONS = ("calls", "imports", "inherits")
 
@@ -47,7 +52,7 @@ class WinnowRanker(CorpusRanker):
 
     name = "winnow"
     drop_nonpositive = True
-    query_params = ("min_score", "fan_in_weight", "churn_weight", "candidates")
+    query_params = ("min_score", "fan_in_weight", "churn_weight", "candidates", "test_prior")
 
     def __init__(
         self,
@@ -56,6 +61,7 @@ class WinnowRanker(CorpusRanker):
         fan_in_weight: float = 0.2,
         churn_weight: float = 0.0,
         min_score: float | None = None,
+        test_prior: str | bool = "last",
     ):
         if not hasattr(base, "search"):
             raise ValueError(f"WinnowRanker: base must be a ranker with search(), got {type(base).__name__}")
@@ -69,6 +75,7 @@ class WinnowRanker(CorpusRanker):
         self.fan_in_weight = float(fan_in_weight)
         self.churn_weight = float(churn_weight)
         self.min_score = None if min_score is None else float(min_score)
+        self.test_prior = check_mode("WinnowRanker", test_prior)
         self._stats: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -84,6 +91,7 @@ class WinnowRanker(CorpusRanker):
         self._fan_in = np.log1p(counts) / math.log1p(top) if top > 0 else np.zeros(len(corpus))
         churn = np.array([float(u.metadata.get("churn") or 0.0) for u in corpus], dtype=np.float64)
         self._churn = churn / churn.max() if len(churn) and churn.max() > 0 else np.zeros(len(corpus))
+        self._prior = TestPrior(corpus)
         self._stats = {
             "index_units": len(corpus),
             "max_fan_in": float(top),
@@ -108,6 +116,7 @@ class WinnowRanker(CorpusRanker):
             scores[self.corpus.index_of[h.id]] = max(rel, 1e-9)
         chosen = scores > 0
         scores[chosen] += self.fan_in_weight * self._fan_in[chosen] + self.churn_weight * self._churn[chosen]
+        scores = self._prior.demote(scores, query, self.test_prior)
         return top_k(
             self.corpus,
             scores,
