@@ -25,17 +25,27 @@ import numpy as np
 from evalpipe.corpus import RELATION_KINDS, Corpus
 from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, top_k
 from evalpipe.rankers.exact import FULL_SCORE, ExactSymbolRanker
+from evalpipe.rankers.graph_structure import EDGE_KINDS, StructureIndex
 from evalpipe.rankers.relation_intent import RelationIntent, detect_relation
+from evalpipe.rankers.set_questions import SetQuestion, parse_set_question
 
-#: Reverse edge name for each forward relation kind stored on units.
+#: Reverse edge name for each forward relation kind stored on units (the corpus builder's
+#: kind names, `graph_structure.EDGE_KINDS`); kinds a corpus does not have are simply empty.
 REVERSE = {
     "contains": "contained_by",
     "calls": "called_by",
     "imports": "imported_by",
     "inherits": "inherited_by",
+    "implements": "implemented_by",
+    "references": "referenced_by",
+    "subcommands": "subcommand_of",
 }
-RELATIONS = tuple(RELATION_KINDS) + tuple(REVERSE[k] for k in RELATION_KINDS)
+EDGE_NAMES = tuple(dict.fromkeys([*EDGE_KINDS.values(), *RELATION_KINDS]))
+RELATIONS = EDGE_NAMES + tuple(REVERSE[k] for k in EDGE_NAMES if k in REVERSE)
 DEFAULT_RELATIONS = ("calls", "called_by", "contains", "contained_by", "inherits", "imports")
+#: An intent walk along a relation also follows these: "implementations of X" / "subclasses of
+#: X" (inherited_by) reach classes that `implements` X as well as those that extend it.
+INTENT_ALSO = {"inherited_by": ("implemented_by",), "inherits": ("implements",)}
 COMBINE = ("max", "sum")
 
 
@@ -72,6 +82,7 @@ class GraphRanker(CorpusRanker):
         intent: bool = False,
         base_weight: float = 0.3,
         min_score: float | None = None,
+        set_questions: bool = True,
     ):
         if not hasattr(base, "search"):
             raise ValueError(f"GraphRanker: base must be a ranker with search(), got {type(base).__name__}")
@@ -94,12 +105,14 @@ class GraphRanker(CorpusRanker):
         self.intent = bool(intent)
         self.base_weight = float(base_weight)
         self.min_score = None if min_score is None else float(min_score)
+        self.set_questions = bool(set_questions)
         self._stats: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return (
             f"GraphRanker(base={self.base!r}, seeds={self.seeds}, hops={self.hops}, decay={self.decay}, "
-            f"relations={list(self.relations)}, combine={self.combine!r}, intent={self.intent})"
+            f"relations={list(self.relations)}, combine={self.combine!r}, intent={self.intent}, "
+            f"set_questions={self.set_questions})"
         )
 
     def _build(self, corpus: Corpus) -> None:
@@ -111,7 +124,7 @@ class GraphRanker(CorpusRanker):
         neighbours: list[list[int]] = [[] for _ in range(len(corpus))]
         unresolved = 0
         for row, unit in enumerate(corpus):
-            for kind in RELATION_KINDS:
+            for kind in EDGE_NAMES:
                 for target in unit.relations.get(kind, ()):
                     other = corpus.index_of.get(target)
                     if other is None:  # an unresolved call/import kept as a bare dotted name
@@ -128,13 +141,24 @@ class GraphRanker(CorpusRanker):
             r: [[] for _ in range(len(corpus))] for r in RELATIONS
         }
         for row, unit in enumerate(corpus):
-            for kind in RELATION_KINDS:
+            for kind in EDGE_NAMES:
                 for target in unit.relations.get(kind, ()):
                     other = corpus.index_of.get(target)
                     if other is not None and other != row:
                         self._by_relation[kind][row].append(other)
                         self._by_relation[REVERSE[kind]][other].append(row)
         self._by_relation = {r: [list(dict.fromkeys(n)) for n in adj] for r, adj in self._by_relation.items()}
+        self._walk_adj: dict[str, list[list[int]]] = {}
+        for relation, also in INTENT_ALSO.items():
+            extra = [self._by_relation[r] for r in also]
+            if any(any(rows) for rows in extra):
+                own = self._by_relation[relation]
+                self._walk_adj[relation] = [
+                    list(dict.fromkeys([*own[row], *(n for rows in extra for n in rows[row])]))
+                    for row in range(len(own))
+                ]
+        # set questions (implementations, handlers, mutators, ...): facts computed once per corpus
+        self._structure = StructureIndex(corpus) if self.intent and self.set_questions else None
         self._symbols = ExactSymbolRanker(partial=False, min_score=FULL_SCORE)
         self._symbols.prepare(corpus)
         base_stats = getattr(self.base, "stats", None)
@@ -177,7 +201,17 @@ class GraphRanker(CorpusRanker):
             return []
         if self.intent:
             found = detect_relation(query)
-            ranked = self._relational(query, found, k, constraints) if found is not None else None
+            asked = parse_set_question(query) if self._structure is not None else None
+            if found is not None and found.described:
+                asked = None  # "what calls the function that ...": the anchor is a description
+            ranked = None
+            walk_first = asked is None or (found is not None and asked.relation in ("callers", "callees"))
+            if not walk_first and asked is not None:
+                ranked = self._set_answer(query, asked, k, constraints)
+            if ranked is None and found is not None:
+                ranked = self._relational(query, found, k, constraints)
+            if ranked is None and walk_first and asked is not None:
+                ranked = self._set_answer(query, asked, k, constraints)
             return ranked if ranked is not None else list(self.base.search(query, k, constraints))[:k]
         hits = list(self.base.search(query, max(k, self.seeds), constraints))
         seeds = self._seed_scores(hits)
@@ -226,7 +260,7 @@ class GraphRanker(CorpusRanker):
         not drown the others), damped by `decay` per hop; `hops` hops are summed. The seeds'
         own mass is not counted: they are what the question names, not its answer.
         """
-        adj = self._by_relation[relation]
+        adj = self._walk_adj.get(relation) or self._by_relation[relation]
         mass = np.zeros(len(self.corpus), dtype=np.float64)
         for row, w in seeds.items():
             mass[row] = w
@@ -266,6 +300,40 @@ class GraphRanker(CorpusRanker):
         listed = scores > 0
         rest = (~listed) & (base_norm > 0)
         scores[rest] = base_norm[rest]
+        return top_k(self.corpus, scores, k, mask, min_score=self.min_score, drop_nonpositive=True)
+
+    def _base_norm(self, query: str, k: int, constraints: Mapping[str, Any] | None) -> np.ndarray:
+        """1/rank of each unit in the base ranker's list for the whole question (0 if absent)."""
+        base_norm = np.zeros(len(self.corpus), dtype=np.float64)
+        for rank, h in enumerate(self.base.search(query, max(k, 100), constraints)):
+            row = self.corpus.index_of.get(h.id)
+            if row is not None:
+                base_norm[row] = max(base_norm[row], 1.0 / (rank + 1))
+        return base_norm
+
+    def set_answer_rows(self, asked: SetQuestion) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(anchor rows, member rows) of a parsed set question (see `graph_structure`)."""
+        if self._structure is None:
+            return (), ()
+        answer = self._structure.answer(asked)
+        return answer.anchors, answer.members
+
+    def _set_answer(
+        self, query: str, asked: SetQuestion, k: int, constraints: Mapping[str, Any] | None
+    ) -> list[Hit] | None:
+        """The set's members (ordered by the base's rank of the whole question), then the anchor,
+        then the base ranking; None when the anchor resolves to nothing or the set is empty."""
+        anchors, members = self.set_answer_rows(asked)
+        mask = self.corpus.allowed_mask(constraints)
+        listed = [m for m in members if mask is None or mask[m]]
+        if not listed:
+            return None
+        base_norm = self._base_norm(query, k, constraints)
+        scores = base_norm.copy()
+        for row in anchors:
+            scores[row] = 1.5
+        for row in listed:
+            scores[row] = 3.0 + self.base_weight * base_norm[row]
         return top_k(self.corpus, scores, k, mask, min_score=self.min_score, drop_nonpositive=True)
 
     def stats(self) -> dict[str, Any]:

@@ -162,6 +162,8 @@ class SetQuestion:
     tests: bool = False
 
 
+#: More content words than this around the relation word is a sentence, not an anchor name.
+MAX_ANCHOR_WORDS = 4
 _TOKEN = re.compile(r"`[^`]+`|[A-Za-z_][\w.]*(?:/[\w.]+)*|[\w./-]+")
 
 
@@ -226,6 +228,9 @@ def parse_set_question(query: str) -> SetQuestion | None:
         if relation in ("methods", "mutators", "registered") and before and after:
             # "methods of Context that modify ...": the anchor sits before the relation word
             anchor = before if relation == "mutators" else after
+    if len(anchor.split()) > MAX_ANCHOR_WORDS:
+        # a sentence, not a name ("after the handlers finish, reply with the problems ...")
+        return None
     if not anchor and not scope:
         return None
     return SetQuestion(
