@@ -39,6 +39,7 @@ EDGE_KINDS = {
     "subcommands": "subcommands",  # command -> subcommand it registers (AddCommand)
 }
 TYPE_KINDS = frozenset({"class", "type", "interface", "struct", "enum", "trait", "protocol", "record"})
+INTERFACE_KINDS = frozenset({"interface", "protocol", "trait"})
 CALLABLE_KINDS = frozenset({"function", "method", "constructor", "func"})
 MODULE_KINDS = frozenset({"module", "file"})
 VALUE_KINDS = frozenset({"var", "variable", "const", "constant"})
@@ -392,6 +393,9 @@ class StructureIndex:
             return Answer((), ())
         anchors = self.resolve(q.anchor, ANCHOR_KINDS[q.relation]) if q.anchor else []
         rel = q.relation
+        if rel == "implementations":  # "response writer" spells both an interface and a struct
+            interfaces = [a for a in anchors if units[a].kind in INTERFACE_KINDS]
+            anchors = interfaces or anchors
         members: list[int] = []
         if rel in ("implementations", "subclasses"):
             sub = self._closure(anchors, self.rev["inherits"], INHERIT_DEPTH if rel == "subclasses" else 1)

@@ -39,7 +39,7 @@ _I = re.IGNORECASE
 RELATION_WORDS: tuple[tuple[str, str], ...] = (
     (
         "subcommands",
-        r"\bsub-?commands?\b|\bcommands?\s+(?:added|registered|attached|mounted)\s+(?:to|on|under)\b",
+        r"\bsub-?commands?\b|\bcommands?\s+(?:(?:are|is|get|gets|were)\s+)?(?:added|registered|attached|mounted)\s+(?:to|on|under)\b",
     ),
     (
         "implementations",
@@ -78,8 +78,8 @@ RELATION_WORDS: tuple[tuple[str, str], ...] = (
     ),
     (
         "members",
-        r"\b(?:defined|declared|contained|live|lives|living|found|exported|present)\s+(?:in|by)\b|\bin\s+(?:the\s+)?file\b"
-        r"|\bin\s+(?:the\s+)?package\b|\bpackage\b|\bfile\b|\bmembers?\b|\bcontents?\s+of\b|\bcontain(?:s|ed)?\b",
+        r"\b(?:defined|declared|contained|live|lives|living|found|exported|present)\s+(?:in|by)\b"
+        r"|\bmembers?\b|\bcontents?\s+of\b|\bcontain(?:s|ed)?\b",
     ),
 )
 _RELATION_RE = tuple((rel, re.compile(p, _I)) for rel, p in RELATION_WORDS)
@@ -104,7 +104,7 @@ _SET_SHAPE = re.compile(
     r"|\b(?:implementations|implementers|implementors|subclasses|callers|callees|usages|subcommands|handlers"
     r"|methods|members|routes|endpoints)\b"
     r"|\b(?:types|classes|structs|functions|interfaces|constants|variables|commands)"
-    r"\s+(?:that|which|in|defined|declared|of|on|\w+ing)\b",
+    r"\s+(?:that|which|in|defined|declared|of|on|\w+ing|\w+ed)\b|\bapi\s+of\b",
     _I,
 )
 _PUBLIC = re.compile(r"\b(?:public|exported|external|visible)\b", _I)
@@ -119,6 +119,7 @@ _SCOPE = re.compile(
 )
 #: Words that never name an anchor: question words, articles, relation and kind words.
 _STOP_TEXT = """
+live lives living
 a an the of on in into to for from by with and or all every each any which what who whose where
 when how that this these those there is are was were be been do does did list show give find me
 us i we you it its their them they our my your one ones kind kinds sort set sets of type types
@@ -136,7 +137,7 @@ modifying change changes changing update updates updating write writes writing a
 alter alters set sets setting store stores reset resets call calls caller callers callee callees
 called calling invoke invokes invoked use uses used using user users usage reference references
 referenced depend depends rely command commands subcommand subcommands added attached api
-operation operations helper helpers constructor constructors test tests go have has had can
+operation operations constructor constructors test tests go have has had can
 could should would will exposes expose provide provides offer offers available receiver
 receivers
 """
@@ -170,11 +171,12 @@ _TOKEN = re.compile(r"`[^`]+`|[A-Za-z_][\w.]*(?:/[\w.]+)*|[\w./-]+")
 def anchor_phrase(text: str) -> str:
     """The words of `text` that may name a symbol: stop, relation and kind words dropped."""
     words = []
-    for tok in _TOKEN.findall(text):
-        tok = tok.strip("`")
-        tok = re.sub(r"'s$", "", tok)
-        core = tok.rstrip(".")
-        if not core or core.lower() in STOPWORDS:
+    for tok in _TOKEN.findall(re.sub(r"(?<=\w)['\u2019]s\b", "", text)):
+        core = tok.strip("`").rstrip(".")
+        # a lowercase word may be English; `Store`, `fileops`-style backticked or dotted/underscored
+        # tokens are names even when they spell a relation word
+        named = tok.startswith("`") or core != core.lower() or any(c in core for c in "._/0123456789")
+        if not core or (not named and core in STOPWORDS):
             continue
         words.append(core)
     return " ".join(words)
@@ -228,6 +230,8 @@ def parse_set_question(query: str) -> SetQuestion | None:
         if relation in ("methods", "mutators", "registered") and before and after:
             # "methods of Context that modify ...": the anchor sits before the relation word
             anchor = before if relation == "mutators" else after
+    if relation == "members" and scope:
+        anchor = ""  # "which functions live in auth.go": the scope is the anchor
     if len(anchor.split()) > MAX_ANCHOR_WORDS:
         # a sentence, not a name ("after the handlers finish, reply with the problems ...")
         return None
