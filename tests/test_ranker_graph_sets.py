@@ -320,7 +320,7 @@ def test_grammar_scope_kinds_public_tests(query, expected):
         "ShouldBindJSON",
         "Context.AbortWithStatusJSON",
         "retry a failed upload with backoff",
-        "after the handlers finish, reply with the problems they collected as a JSON list",
+        "once the handlers return, write out every error they gathered as one list for the client",
         "where is the configuration file read",
         "",
     ],

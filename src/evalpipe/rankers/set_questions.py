@@ -190,6 +190,9 @@ def parse_set_question(query: str) -> SetQuestion | None:
     text = query.strip()
     if not text or len(text.split()) > 20 or not _SET_SHAPE.search(text):
         return None
+    first = re.match(r"[A-Za-z]+\b", text)
+    if first and first.group().lower() in STOPWORDS:  # sentence case: "Which types ..." is not a name
+        text = first.group().lower() + text[first.end() :]
     scope = ""
     rest = text
     m = _SCOPE.search(text)
