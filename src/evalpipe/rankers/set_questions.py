@@ -142,6 +142,33 @@ could should would will exposes expose provide provides offer offers available r
 receivers
 """
 STOPWORDS = frozenset(_STOP_TEXT.split())
+_QUESTION_WORDS = frozenset(
+    [
+        "which",
+        "what",
+        "who",
+        "whom",
+        "where",
+        "how",
+        "list",
+        "show",
+        "find",
+        "give",
+        "name",
+        "enumerate",
+        "get",
+        "all",
+        "every",
+        "each",
+        "the",
+        "a",
+        "an",
+        "are",
+        "is",
+        "do",
+        "does",
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -191,7 +218,7 @@ def parse_set_question(query: str) -> SetQuestion | None:
     if not text or len(text.split()) > 20 or not _SET_SHAPE.search(text):
         return None
     first = re.match(r"[A-Za-z]+\b", text)
-    if first and first.group().lower() in STOPWORDS:  # sentence case: "Which types ..." is not a name
+    if first and first.group().lower() in _QUESTION_WORDS:  # sentence case: "Which types ..." is not a name
         text = first.group().lower() + text[first.end() :]
     scope = ""
     rest = text
