@@ -13,10 +13,13 @@ is absent from the whole corpus the index degrades to what it can infer from the
   text (embedded interfaces found in the corpus included), and every type whose methods
   (its `contains` members, or units whose `parent` is the type) include them all
   implements it.
-* `references` absent (function values passed as arguments, e.g. `r.GET("/", h.list)`):
+
+Two kinds are always completed from the text, since a builder may resolve only some of them:
+
+* `references` (function values passed as arguments, e.g. `r.GET("/", h.list)`):
   identifiers in argument position that name a function or method of the corpus and are
   not themselves called.
-* `subcommands` absent: `x.AddCommand(a, b)` / `x.addCommand(a)` read from unit text.
+* `subcommands`: `x.AddCommand(a, b)` / `x.addCommand(a)` read from unit text.
 """
 
 from __future__ import annotations
@@ -249,10 +252,10 @@ class StructureIndex:
                     self._packages.setdefault(key.lower(), []).append(row)
         if "implements" not in self.present:
             self._infer_implements()
-        if "references" not in self.present:
-            self._infer_references()
-        if "subcommands" not in self.present:
-            self._infer_subcommands()
+        # function values and AddCommand calls read from the text are added to the builder's
+        # edges even when it recorded some: it resolves bare identifiers only (not `s.handleX`)
+        self._infer_references()
+        self._infer_subcommands()
 
     # -- inference when the builder recorded no such edges ---------------------------------------
 
