@@ -1,5 +1,13 @@
 """Graph ranking: walk code relations from the symbol a question is about.
 
+**Set questions** (`set_questions: true`, intent mode): "which types implement Binding",
+"handlers registered in routes.go", "methods of Context that modify its fields", "subcommands
+of rootCmd", "exported methods of RouterGroup" are parsed by `evalpipe.rankers.set_questions`
+and answered from the corpus structure by `evalpipe.rankers.graph_structure` (edges, kinds,
+file scope); the set's members are ranked first, ordered by the base ranker's rank of the
+whole question, then the anchor, then the base ranking. A question that parses but whose
+anchor resolves to nothing falls through to the relation walk below, then to the base.
+
 Two modes. **Relation intent** (`intent: true`, the shipped config): a question such as
 "what calls top_k", "which functions does RRFRanker._fuse call", "subclasses of
 EvalpipeError" or "which modules import trec" names a relation and a symbol
