@@ -42,3 +42,27 @@ class SlowRanker:
             with open(self.progress_file, "a", encoding="utf-8") as fh:
                 fh.write(query + "\n")
         return keyword_search(query, k, constraints)
+
+
+class HoldingRanker:
+    """Holds its first query `hold_s` seconds after writing its process ID to `marker` (tests
+    kill that process, or signal the sweep, while the point is in the middle of its cases).
+    With `once`, a marker left by an earlier run means "already held": no hold, so re-running
+    the same configuration measures normally. Other keyword arguments (a swept knob) are kept."""
+
+    def __init__(self, marker: str, hold_s: float = 0.0, once: bool = False, **settings):
+        self.marker, self.hold_s, self.once = marker, float(hold_s), bool(once)
+        self.settings = settings
+        self._held = False
+
+    def search(self, query, k, constraints=None):
+        import os
+        import time
+
+        if self.hold_s > 0 and not self._held and not (self.once and os.path.exists(self.marker)):
+            self._held = True
+            with open(self.marker + ".tmp", "w", encoding="utf-8") as fh:
+                fh.write(str(os.getpid()))
+            os.replace(self.marker + ".tmp", self.marker)
+            time.sleep(self.hold_s)
+        return keyword_search(query, k, constraints)

@@ -22,6 +22,10 @@ from evalpipe.safety import signals
 
 def evaluate(cfg: DictConfig) -> float:
     """Run one evaluation and return `cfg.objective` (so sweepers can optimise it)."""
+    if cfg.get("suite"):  # several fixtures, one child run each (evalpipe.suite.run)
+        from evalpipe.suite.run import evaluate_suite
+
+        return evaluate_suite(cfg)
     state = stages.check(cfg)
     stages.open_store(state)
     reused = stages.reuse(state)

@@ -49,6 +49,7 @@ class Checked:
     fixture: Fixture
     ranker: Any
     warnings: tuple[str, ...] = ()
+    split: Any = None  # evalpipe.inputs.split.SplitSettings
 
 
 def missing_values(node: Any, prefix: str = "") -> list[str]:
@@ -163,9 +164,9 @@ def produced_metric_names(
     scores = score_results(results, ks, families, tiers=fixture.tiers)
     names = set(flat_metrics(scores)) | set(RUN_FIGURES)
     if judged:
-        from evalpipe.judge.judged_metrics import judged_scores
+        from evalpipe.judge.judged_metrics import figure_names
 
-        names |= set(judged_scores(results, ks, (), fixture.tiers).flat())
+        names |= figure_names(results, ks, fixture.tiers)  # judged_* and, below full coverage, partial_*
     return {metric_name(n) for n in names}  # as logged: `ir/map_at_5` (check_objective accepts bare names)
 
 
@@ -264,11 +265,14 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
     if not isinstance(resolved.get("objective", DEFAULT_OBJECTIVE), str):
         raise ConfigError(f"objective must be a metric name, got {resolved.get('objective')!r}")
 
-    from evalpipe.inputs import fixture_memo
+    from evalpipe.inputs import fixture_memo, split
 
-    fixture = fixture_memo.load_once(resolved["fixture"], lambda: build(cfg.fixture, "fixture"))
+    settings = split.settings_from(resolved["fixture"])  # a bad split setting stops before any loading
+    loader = split.without_split_keys(resolved["fixture"])
+    fixture = fixture_memo.load_once(loader, lambda: build(OmegaConf.create(loader), "fixture"))
     if not isinstance(fixture, Fixture):
         raise ConfigError(f"fixture._target_ built a {type(fixture).__name__}, not a Fixture")
+    fixture, split_warnings = split.apply(fixture, settings)  # the one place a split is applied
     ranker = build(cfg.ranker, "ranker")
     if not (callable(ranker) or hasattr(ranker, "search") or hasattr(ranker, "search_case")):
         raise ConfigError(
@@ -282,7 +286,7 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
         produced_metric_names(fixture, ks, families, judged),
         explicit or is_multirun(),
     )
-    warnings = check_ranker_inputs(ranker, fixture)
+    warnings = split_warnings + check_ranker_inputs(ranker, fixture)
     return Checked(
         resolved=resolved,
         ks=ks,
@@ -294,4 +298,5 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
         fixture=fixture,
         ranker=ranker,
         warnings=tuple(warnings),
+        split=settings,
     )

@@ -26,6 +26,7 @@ from evalpipe.evaluation.measure import result_tags, score
 from evalpipe.evaluation.state import RunState
 from evalpipe.heap import freeze_startup_heap
 from evalpipe.inputs.fixture import Fixture
+from evalpipe.inputs.split import SPLIT_TAG
 from evalpipe.reporting.headline import NOTE_TAG, run_description
 from evalpipe.reporting.local import PARTIAL_MARK
 from evalpipe.reporting.params import measurement_params
@@ -140,6 +141,7 @@ def start(state: RunState) -> None:
         "evalpipe.version": __version__,
         "evalpipe.git_revision": state.revision,
         "evalpipe.fixture": fixture.name,
+        SPLIT_TAG: fixture.split,
         "evalpipe.fixture_sha256": fixture.sha256,
         **({"evalpipe.fixture_version": fixture.version} if fixture.version else {}),
         "evalpipe.corpus_sha256": fixture.corpus.sha256,
@@ -154,6 +156,7 @@ def start(state: RunState) -> None:
     out_dir = state.out_dir or Path(tempfile.mkdtemp(prefix="evalpipe-run-"))
     rec = Recording(out_dir, state.experiment, state.run_name)
     rec.tracker, rec.experiment_id = state.tracker, state.experiment_id
+    rec.describe_data(fixture)  # logged as MLflow dataset inputs (reporting.datasets)
     state.rec = rec
     try:
         rec.start(state.tags)
@@ -250,9 +253,10 @@ def record(state: RunState) -> None:
             extra["intended_uri"] = tracking.normalise_uri(cfg.tracking.uri)
     masked = mask_config(state.checked.resolved, OmegaConf.to_container(cfg, resolve=False))
     params = measurement_params(masked, state.ranker_choice, fixture.name)
+    params.update(state.checked.split.params())  # the split measured, even when left at its defaults
     headline = lookup(metrics, state.objective)
     run_tags[NOTE_TAG] = run_description(
-        fixture.name, row, ks, fixture.tier_counts(), params, state.objective, headline
+        fixture.label, row, ks, fixture.tier_counts(), params, state.objective, headline
     )
     try:
         state.rec.save(files, metrics, params, run_tags, status, extra)
@@ -321,7 +325,12 @@ def report(state: RunState) -> float:
         if not state.job.sweep_id:
             raise SystemExit(state.failure.code)
         return float("nan")
-    return float(lookup(state.metrics, state.objective) or 0.0)
+    judged = state.judged
+    value, refused = judged.objective(state.objective) if judged is not None else (None, "")
+    if refused:  # a judged objective below full coverage (docs/metrics.md#coverage-and-the-budget)
+        print(f"evalpipe: warning: {mask_text(refused)}", file=sys.stderr)
+        return float("nan")
+    return float(value if value is not None else lookup(state.metrics, state.objective) or 0.0)
 
 
 def print_offline_end(console, row: ReportRow, fixture: Fixture, ks, notes, after_tables) -> None:
@@ -330,7 +339,7 @@ def print_offline_end(console, row: ReportRow, fixture: Fixture, ks, notes, afte
 
     from evalpipe.reporting.report import print_tables
 
-    print_tables(console, fixture.name, [row], ks, fixture.tier_counts())
+    print_tables(console, fixture.label, [row], ks, fixture.tier_counts())
     if after_tables is not None:
         after_tables(console)
     for n in notes:

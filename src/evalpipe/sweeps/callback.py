@@ -33,6 +33,14 @@ from evalpipe.sweeps.job import PARENT_ENV, ROLE_TAG, SWEEP_ENV, SWEEP_TAG, SWEP
 URI_ENV = "MLFLOW_TRACKING_URI"
 ENV_KEYS = (PARENT_ENV, SWEEP_ENV, SWEPT_ENV, URI_ENV)
 WORKER_GRACE_S = 15.0
+#: Launchers that cancel their own jobs on SIGINT/SIGTERM (hydra_plugins.evalpipe_ray_launcher):
+#: the driver's child processes are then the local Ray instance's daemons, not job workers.
+SELF_CANCELLING_LAUNCHERS = ("RayLauncher",)
+#: Why a child still RUNNING when its sweep ends was ended FAILED (tag on that run).
+ORPHAN_TAG = "evalpipe.failure"
+ORPHAN_REASON = (
+    "its worker process ended before the run did (killed or crashed); run the sweep again to measure it"
+)
 ABORT_NOTE = "The sweep stopped early (a job failed or was interrupted); points not listed did not run."
 
 
@@ -90,6 +98,8 @@ class MLflowSweepCallback(Callback):
         self._config: DictConfig | None = None
         self._experiment_id = ""
         self._rows: list[Any] = []
+        self._holdout: Any = None
+        self._launcher = ""
 
     # Hydra pickles the callbacks with the job context for joblib/Ray workers: ship an inert copy.
     def __getstate__(self) -> dict[str, Any]:
@@ -146,6 +156,7 @@ class MLflowSweepCallback(Callback):
         self._experiment_id = experiment_id
         sweeper = str(config.hydra.sweeper.get("_target_", "")).rsplit(".", 1)[-1]
         launcher = str(config.hydra.launcher.get("_target_", "")).rsplit(".", 1)[-1]
+        self._launcher = launcher
         name = _sweep_name(config)
         tags = {
             ROLE_TAG: "parent",
@@ -212,6 +223,8 @@ class MLflowSweepCallback(Callback):
         from evalpipe.reporting.local import INFO_FILE
         from evalpipe.safety import signals
 
+        if self._launcher in SELF_CANCELLING_LAUNCHERS:  # its children are Ray's own daemons
+            return
         children = [p for p in signals.child_pids() if "resource_tracker" not in _cmdline(p)]
         if not children:
             return
@@ -241,8 +254,9 @@ class MLflowSweepCallback(Callback):
         tracker = None
         try:
             tracker = tracking.ensure_store(uri)
-            if aborted:
-                self._end_orphans(tracker, parent, aborted)
+            # A child still RUNNING now lost its worker (a Ray worker or node killed mid-point): the
+            # sweep itself went on, so this is not only for aborts.
+            self._end_orphans(tracker, parent, aborted or "FAILED")
             failed = self._write_summary(tracker, parent, aborted)
             if failed and status == "FINISHED":
                 status = "FAILED"
@@ -256,6 +270,13 @@ class MLflowSweepCallback(Callback):
                 if tracker is None:
                     tracker = tracking.ensure_store(uri)
                 tracker.client.set_terminated(parent, status=status)
+            except Exception as exc:  # the store went away (a server stopped mid-sweep): one line
+                tracker = None
+                print(
+                    f"[evalpipe] warning: parent run {parent} could not be ended {status} "
+                    f"({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''})",
+                    file=sys.stderr,
+                )
             finally:
                 for key, value in self._saved_env.items():
                     if value is None:
@@ -285,7 +306,7 @@ class MLflowSweepCallback(Callback):
         table = Table(
             box=box.SIMPLE_HEAD,
             title=f"sweep {self._sweep_id}: top {len(top)} of {len(self._rows)} points "
-            f"by {escape(self._objective)}",
+            f"by {escape(self._objective)}{self._split_note()}",
             title_justify="left",
         )
         for i, h in enumerate(header):
@@ -294,6 +315,10 @@ class MLflowSweepCallback(Callback):
             table.add_row(*(escape(cell) for cell in row[:-1]), point.run_id[:8])
         console.print(table)
         console.print(escape(best_line(self._rows, self._keys, self._objective)), highlight=False)
+        if self._holdout is not None:
+            from evalpipe.sweeps.holdout import print_holdout
+
+            print_holdout(console, self._holdout)
         summary = Path(self._sweep_dir) / "summary.md"
         if summary.is_file():
             console.print(f"summary:    {escape(str(summary))}", highlight=False)
@@ -301,16 +326,23 @@ class MLflowSweepCallback(Callback):
         for line in ui_lines(tracker.uri, self._experiment_id, parent, tracker.ui_command):
             console.print(escape(line), highlight=False, soft_wrap=True)
 
+    def _split_note(self) -> str:
+        """` on fixture.split=dev` when the sweep measured part of its fixture."""
+        fixture = self._config.get("fixture") if self._config is not None else None
+        split = str((fixture or {}).get("split") or "all")
+        return "" if split == "all" else f" on fixture.split={split}"
+
     @staticmethod
     def _end_orphans(tracker: Any, parent: str, status: str) -> None:
-        """Children still RUNNING when the sweep aborts (their worker was killed before it could
-        save) end with the sweep's status."""
+        """Children still RUNNING when the sweep ends (their worker was killed before it could
+        save) end with the sweep's status (FAILED when the sweep itself finished), tagged why."""
         experiment_id = tracker.client.get_run(parent).info.experiment_id
         runs = tracker.client.search_runs(
             [experiment_id],
             filter_string=f"tags.`mlflow.parentRunId` = '{parent}' and attributes.status = 'RUNNING'",
         )
         for run in runs:
+            tracker.client.set_tag(run.info.run_id, ORPHAN_TAG, ORPHAN_REASON)
             tracker.client.set_terminated(run.info.run_id, status=status)
 
     def _write_summary(self, tracker: Any, parent: str, aborted: str | None = None) -> int:
@@ -344,7 +376,15 @@ class MLflowSweepCallback(Callback):
             }
         )
         tags = {f"best/{name}.run_id": row.run_id for name, row in best.items()}
-        tags[NOTE_TAG] = clip(sweep_description(rows, self._keys, self._objective, self._sweep_id))
+        held = self._run_holdout(tracker, parent, rows) if aborted is None else None
+        description = sweep_description(rows, self._keys, self._objective, self._sweep_id)
+        if held is not None:
+            from evalpipe.sweeps import holdout
+
+            metrics.update(holdout.metrics(held))
+            tags.update(holdout.tags(held))
+            description = "\n".join(holdout.markdown(held)) + "\n" + description
+        tags[NOTE_TAG] = clip(description)
         tracking.log_batch(tracker, parent, metrics=metrics, tags=tags)
         name = _sweep_name(self._config) if self._config is not None else ""
         files: dict[str, str | bytes] = {
@@ -355,9 +395,14 @@ class MLflowSweepCallback(Callback):
                 self._sweep_id,
                 name,
                 note=ABORT_NOTE if aborted else "",
+                holdout=held,
             ),
-            "summary.csv": summary_csv(rows, self._keys),
+            "summary.csv": summary_csv(rows, self._keys, holdout=held),
         }
+        if held is not None:
+            from evalpipe.sweeps.holdout import csv_rows
+
+            files["holdout.csv"] = csv_rows(held)
         for extra in ("multirun.yaml", "optimization_results.yaml"):  # Hydra's, and Optuna's best point
             path = Path(self._sweep_dir) / extra
             if path.is_file():
@@ -377,6 +422,37 @@ class MLflowSweepCallback(Callback):
             tracking.log_artifact_files(tracker, parent, plots, subdir="plots")
         out = Path(self._sweep_dir)
         if out.is_dir():  # a local copy beside Hydra's multirun.yaml
-            for fname in ("summary.md", "summary.csv"):
-                (out / fname).write_text(str(files[fname]), encoding="utf-8")
+            for fname in ("summary.md", "summary.csv", "holdout.csv"):
+                if fname in files:
+                    (out / fname).write_text(str(files[fname]), encoding="utf-8")
         return failed
+
+    def _run_holdout(self, tracker: Any, parent: str, rows: list[Any]) -> Any:
+        """On a dev-split sweep: the best and the reference point re-run on the test split."""
+        from evalpipe.sweeps import holdout
+        from evalpipe.sweeps.job import link_env
+
+        config = self._config
+        if config is None or not holdout.wanted(config):
+            return None
+        from evalpipe.suite.members import hydra_overrides
+
+        task = [str(x) for x in OmegaConf.to_container(config.hydra.overrides.task, resolve=False)]
+        task += hydra_overrides([str(x) for x in OmegaConf.to_container(config.hydra.overrides.hydra)])
+        link = link_env(parent, holdout.HOLDOUT_ROLE, self._sweep_id)
+        try:
+            held = holdout.run_holdout(
+                tracker.client,
+                rows,
+                self._objective,
+                task,
+                self._keys,
+                self._sweep_dir,
+                link,
+                say=lambda line: print(line, file=sys.stderr),
+            )
+        except Exception as exc:  # the check is on top of the sweep: never cost its summary
+            print(f"[evalpipe] warning: hold-out check failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return None
+        self._holdout = held
+        return held
