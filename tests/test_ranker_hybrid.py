@@ -6,7 +6,7 @@ import pytest
 
 from evalpipe.corpus import Corpus, Unit
 from evalpipe.rankers.base import Hit
-from evalpipe.rankers.hybrid import HybridRanker, minmax_fuse
+from evalpipe.rankers.hybrid import HybridRanker, minmax_fuse, rank_fuse, top_gap
 
 
 class Fixed:
@@ -95,3 +95,57 @@ def test_component_hits_are_memoised_across_fusion_settings(monkeypatch):
     third.search("parse", 5)
     assert calls == ["parse", "parse"]
     hybrid_module.clear_hits_cache()
+
+
+def test_rank_fuse_by_hand():
+    runs = {
+        "a": [Hit("x", 30.0), Hit("y", 29.9), Hit("z", 1.0)],
+        "b": [Hit("y", 0.9), Hit("w", 0.5)],
+    }
+    # depth 4: rank 1 -> 1, rank 2 -> 0.75, rank 3 -> 0.5; scores are never read
+    fused = rank_fuse(runs, {"a": 1.0, "b": 2.0}, depth=4)
+    assert fused == {"x": (1.0, 1), "y": (0.75 + 2.0, 1), "z": (0.5, 3), "w": (1.5, 2)}
+    # a run longer than depth contributes nothing past it
+    assert rank_fuse({"a": [Hit("x"), Hit("y"), Hit("z")]}, depth=2) == {"x": (1.0, 1), "y": (0.5, 2)}
+
+
+def test_top_gap_by_hand():
+    peaked = [Hit(str(i), s) for i, s in enumerate([10.0, 4.0, 3.0, 2.0, 1.0])]
+    flat = [Hit(str(i), s) for i, s in enumerate([0.50, 0.49, 0.48, 0.47, 0.10])]
+    # n = 3: (10 - 3) / (10 - 1) = 7/9; (0.50 - 0.48) / (0.50 - 0.10) = 0.05
+    assert top_gap(peaked, 3) == pytest.approx(7 / 9)
+    assert top_gap(flat, 3) == pytest.approx(0.05)
+    assert top_gap(peaked[:3], 3) == 1.0  # no more hits than n: selective
+    assert top_gap([Hit("a", 1.0)] * 5, 3) == 0.0  # all tied
+    assert top_gap([Hit("a"), Hit("b"), Hit("c"), Hit("d")], 2) == 1.0  # order only
+
+
+def test_confidence_gap_lets_the_sure_component_decide():
+    # "dense" has the larger weight but its scores are flat; "lex" has one clear winner.
+    dense = [("d1", 0.52), ("d2", 0.51), ("d3", 0.50), ("d4", 0.49), ("lx", 0.30)]
+    lex = [("lx", 12.0), ("d4", 2.0), ("d3", 1.5), ("d2", 1.2), ("d1", 1.0)]
+    corpus = Corpus([Unit(id=i, kind="function") for i in ("d1", "d2", "d3", "d4", "lx")])
+
+    def build(**kw):
+        ranker = HybridRanker(
+            {"dense": Fixed(dense), "lex": Fixed(lex)}, weights={"dense": 1.85, "lex": 0.2}, router=None, **kw
+        )
+        ranker.prepare(corpus)
+        return [h.id for h in ranker.search("q", 5)]
+
+    # linear: dense d1 = 1.85 x 1 + 0.2 x 0 = 1.85 beats lx = 1.85 x 0 + 0.2 x 1 = 0.2
+    assert build()[0] == "d1"
+    # gap with n = 3: dense (0.52 - 0.50) / (0.52 - 0.30) = 1/11 -> weight 0.168;
+    # lex (12 - 1.5) / (12 - 1) = 21/22 -> weight 0.191. lx: 0.191 x 1 + 0 = 0.191;
+    # d1: 0.168 x 1 + 0.191 x 0 = 0.168 -> lx first
+    assert build(confidence="gap", confidence_depth=3)[0] == "lx"
+
+
+def test_rank_method_and_bad_options():
+    # rank fusion, depth 100: p = 0.5 x 1 + 1.0 x (1 - 2/100) = 1.48; q = 0.5 x 0.99 + 1.0 x 1 = 1.495
+    ranker = hybrid(method="rank", router=None)
+    assert [h.id for h in ranker.search("q", 3)] == ["q", "p", "r"]
+    with pytest.raises(ValueError, match="confidence"):
+        hybrid(confidence="softmax")
+    with pytest.raises(ValueError, match="confidence_depth"):
+        hybrid(confidence="gap", confidence_depth=1)

@@ -1,5 +1,13 @@
 """Graph ranking: walk code relations from the symbol a question is about.
 
+**Set questions** (`set_questions: true`, intent mode): "which types implement Binding",
+"handlers registered in routes.go", "methods of Context that modify its fields", "subcommands
+of rootCmd", "exported methods of RouterGroup" are parsed by `evalpipe.rankers.set_questions`
+and answered from the corpus structure by `evalpipe.rankers.graph_structure` (edges, kinds,
+file scope); the set's members are ranked first, ordered by the base ranker's rank of the
+whole question, then the anchor, then the base ranking. A question that parses but whose
+anchor resolves to nothing falls through to the relation walk below, then to the base.
+
 Two modes. **Relation intent** (`intent: true`, the shipped config): a question such as
 "what calls top_k", "which functions does RRFRanker._fuse call", "subclasses of
 EvalpipeError" or "which modules import trec" names a relation and a symbol
@@ -28,10 +36,13 @@ import numpy as np
 from evalpipe.corpus import RELATION_KINDS, Corpus
 from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, top_k
 from evalpipe.rankers.exact import FULL_SCORE, ExactSymbolRanker
+from evalpipe.rankers.graph_structure import EDGE_KINDS, StructureIndex
 from evalpipe.rankers.relation_intent import RelationIntent, detect_relation
 from evalpipe.rankers.test_prior import TestPrior, check_mode
+from evalpipe.rankers.set_questions import SetQuestion, parse_set_question
 
-#: Reverse edge name for each forward relation kind stored on units.
+#: Reverse edge name for each forward relation kind stored on units (the corpus builder's
+#: kind names, `graph_structure.EDGE_KINDS`); kinds a corpus does not have are simply empty.
 REVERSE = {
     "contains": "contained_by",
     "calls": "called_by",
@@ -41,7 +52,8 @@ REVERSE = {
     "references": "referenced_by",
     "subcommands": "subcommand_of",
 }
-RELATIONS = tuple(RELATION_KINDS) + tuple(REVERSE[k] for k in RELATION_KINDS)
+EDGE_NAMES = tuple(dict.fromkeys([*EDGE_KINDS.values(), *RELATION_KINDS]))
+RELATIONS = EDGE_NAMES + tuple(REVERSE[k] for k in EDGE_NAMES if k in REVERSE)
 DEFAULT_RELATIONS = ("calls", "called_by", "contains", "contained_by", "inherits", "imports")
 #: An intent walk along a relation also follows these: "implementations of X" / "subclasses of
 #: X" (inherited_by) reach classes that `implements` X as well as those that extend it.
@@ -84,6 +96,7 @@ class GraphRanker(CorpusRanker):
         base_weight: float = 0.3,
         min_score: float | None = None,
         test_prior: str | bool = "last",
+        set_questions: bool = True,
     ):
         if not hasattr(base, "search"):
             raise ValueError(f"GraphRanker: base must be a ranker with search(), got {type(base).__name__}")
@@ -107,12 +120,14 @@ class GraphRanker(CorpusRanker):
         self.base_weight = float(base_weight)
         self.min_score = None if min_score is None else float(min_score)
         self.test_prior = check_mode("GraphRanker", test_prior)
+        self.set_questions = bool(set_questions)
         self._stats: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return (
             f"GraphRanker(base={self.base!r}, seeds={self.seeds}, hops={self.hops}, decay={self.decay}, "
-            f"relations={list(self.relations)}, combine={self.combine!r}, intent={self.intent})"
+            f"relations={list(self.relations)}, combine={self.combine!r}, intent={self.intent}, "
+            f"set_questions={self.set_questions})"
         )
 
     def _build(self, corpus: Corpus) -> None:
@@ -124,7 +139,7 @@ class GraphRanker(CorpusRanker):
         neighbours: list[list[int]] = [[] for _ in range(len(corpus))]
         unresolved = 0
         for row, unit in enumerate(corpus):
-            for kind in RELATION_KINDS:
+            for kind in EDGE_NAMES:
                 for target in unit.relations.get(kind, ()):
                     other = corpus.index_of.get(target)
                     if other is None:  # an unresolved call/import kept as a bare dotted name
@@ -141,7 +156,7 @@ class GraphRanker(CorpusRanker):
             r: [[] for _ in range(len(corpus))] for r in RELATIONS
         }
         for row, unit in enumerate(corpus):
-            for kind in RELATION_KINDS:
+            for kind in EDGE_NAMES:
                 for target in unit.relations.get(kind, ()):
                     other = corpus.index_of.get(target)
                     if other is not None and other != row:
@@ -157,6 +172,8 @@ class GraphRanker(CorpusRanker):
                     list(dict.fromkeys([*own[row], *(n for rows in extra for n in rows[row])]))
                     for row in range(len(own))
                 ]
+        # set questions (implementations, handlers, mutators, ...): facts computed once per corpus
+        self._structure = StructureIndex(corpus) if self.intent and self.set_questions else None
         self._symbols = ExactSymbolRanker(partial=False, min_score=FULL_SCORE)
         self._prior = TestPrior(corpus)
         self._symbols.prepare(corpus)
@@ -200,7 +217,17 @@ class GraphRanker(CorpusRanker):
             return []
         if self.intent:
             found = detect_relation(query)
-            ranked = self._relational(query, found, k, constraints) if found is not None else None
+            asked = parse_set_question(query) if self._structure is not None else None
+            if found is not None and found.described:
+                asked = None  # "what calls the function that ...": the anchor is a description
+            ranked = None
+            walk_first = asked is None or (found is not None and asked.relation in ("callers", "callees"))
+            if not walk_first and asked is not None:
+                ranked = self._set_answer(query, asked, k, constraints)
+            if ranked is None and found is not None:
+                ranked = self._relational(query, found, k, constraints)
+            if ranked is None and walk_first and asked is not None:
+                ranked = self._set_answer(query, asked, k, constraints)
             return ranked if ranked is not None else list(self.base.search(query, k, constraints))[:k]
         hits = list(self.base.search(query, max(k, self.seeds), constraints))
         seeds = self._seed_scores(hits)
@@ -292,6 +319,40 @@ class GraphRanker(CorpusRanker):
         # bands: reached units (>= 2), seeds (1.5), the rest of the base ranking (<= 1)
         floors = np.select([scores >= 2.0, scores >= 1.5], [2.0, 1.5], 0.0)
         scores = self._prior.demote(scores, query, self.test_prior, floors=floors)
+        return top_k(self.corpus, scores, k, mask, min_score=self.min_score, drop_nonpositive=True)
+
+    def _base_norm(self, query: str, k: int, constraints: Mapping[str, Any] | None) -> np.ndarray:
+        """1/rank of each unit in the base ranker's list for the whole question (0 if absent)."""
+        base_norm = np.zeros(len(self.corpus), dtype=np.float64)
+        for rank, h in enumerate(self.base.search(query, max(k, 100), constraints)):
+            row = self.corpus.index_of.get(h.id)
+            if row is not None:
+                base_norm[row] = max(base_norm[row], 1.0 / (rank + 1))
+        return base_norm
+
+    def set_answer_rows(self, asked: SetQuestion) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(anchor rows, member rows) of a parsed set question (see `graph_structure`)."""
+        if self._structure is None:
+            return (), ()
+        answer = self._structure.answer(asked)
+        return answer.anchors, answer.members
+
+    def _set_answer(
+        self, query: str, asked: SetQuestion, k: int, constraints: Mapping[str, Any] | None
+    ) -> list[Hit] | None:
+        """The set's members (ordered by the base's rank of the whole question), then the anchor,
+        then the base ranking; None when the anchor resolves to nothing or the set is empty."""
+        anchors, members = self.set_answer_rows(asked)
+        mask = self.corpus.allowed_mask(constraints)
+        listed = [m for m in members if mask is None or mask[m]]
+        if not listed:
+            return None
+        base_norm = self._base_norm(query, k, constraints)
+        scores = base_norm.copy()
+        for row in anchors:
+            scores[row] = 1.5
+        for row in listed:
+            scores[row] = 3.0 + self.base_weight * base_norm[row]
         return top_k(self.corpus, scores, k, mask, min_score=self.min_score, drop_nonpositive=True)
 
     def stats(self) -> dict[str, Any]:

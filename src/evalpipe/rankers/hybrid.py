@@ -14,6 +14,19 @@ fusion adds two things:
   whole-query grade), the query names a symbol, and those matches go first, in the
   exact ranker's order; the fused list follows.
 
+Two options keep one component from deciding when it is weak on a corpus (a dense model
+whose min-max normalised scores spread its near-ties over [0, 1] as if it were sure):
+
+* `method: rank`: normalised-rank fusion, each component contributes
+  `weight x (1 - (rank - 1) / depth)`: only the order counts, never the score spread.
+* `confidence: gap`: per query, each component's weight is multiplied by how far its top
+  hit stands above its `confidence_depth`-th hit, relative to its whole list
+  ((s_1 - s_n) / (s_1 - s_last), in [0, 1]): a component whose top hits are all alike
+  (unsure on this query) counts for less, one with a clear winner for more.
+
+Both are off by default (`method: linear`, `confidence: none`): the shipped weights were
+tuned without them, and defaults are chosen on the dev splits of every code fixture.
+
 Weights were found by an Optuna sweep on the gold fixture (`+sweep=hybrid_optuna`,
 docs/rankers.md). Components are prepared, memoised and reported as in `rrf`.
 """
@@ -28,7 +41,8 @@ from typing import Any
 from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, _key_part
 from evalpipe.rankers.rrf import RRFRanker, rrf_fuse
 
-METHODS = ("linear", "rrf")
+METHODS = ("linear", "rrf", "rank")
+CONFIDENCE = ("none", "gap")
 #: Component results kept per process, so sweep points that differ only in fusion
 #: parameters (weights, method, router) re-run no component search: a dense component
 #: costs far more per query than the fusion. Keyed by the component's class and *all*
@@ -79,6 +93,56 @@ def minmax_fuse(
     return {uid: (score, best[uid]) for uid, score in fused.items()}
 
 
+def rank_fuse(
+    runs: Mapping[str, list[Hit]], weights: Mapping[str, float] | None = None, depth: int = 100
+) -> dict[str, tuple[float, int]]:
+    """id -> (sum of weight x (1 - (rank - 1) / depth), best 1-based rank in any run).
+
+    Rank 1 contributes the full weight, rank `depth` 1/depth of it; scores are ignored, so a
+    component cannot dominate by stretching near-equal scores.
+    """
+    fused: dict[str, float] = {}
+    best: dict[str, int] = {}
+    depth = max(int(depth), 1)
+    for cname, hits in runs.items():
+        w = 1.0 if weights is None else float(weights.get(cname, 1.0))
+        if not hits or w == 0:
+            continue
+        seen: set[str] = set()
+        for rank, h in enumerate(hits, start=1):
+            if h.id in seen or rank > depth:
+                continue
+            seen.add(h.id)
+            fused[h.id] = fused.get(h.id, 0.0) + w * (1.0 - (rank - 1) / depth)
+            best[h.id] = min(best.get(h.id, rank), rank)
+    return {uid: (score, best[uid]) for uid, score in fused.items()}
+
+
+def top_gap(hits: list[Hit], n: int) -> float:
+    """How clearly a run's top stands out: (s_1 - s_n) / (s_1 - s_last), in [0, 1].
+
+    1 when the run has at most `n` hits (it is selective) or its n-th hit already scores as
+    low as its last; 0 when its first n hits tie; 1 when scores are missing (order only).
+    """
+    scores = [h.score for h in hits]
+    if len(hits) <= n or any(s is None for s in scores):
+        return 1.0
+    first, nth, last = float(scores[0]), float(scores[n - 1]), float(scores[-1])  # type: ignore[arg-type]
+    if first <= last:
+        return 0.0
+    return min(max((first - nth) / (first - last), 0.0), 1.0)
+
+
+def confidence_weights(
+    runs: Mapping[str, list[Hit]], weights: Mapping[str, float] | None, n: int
+) -> dict[str, float]:
+    """Each component's weight times its `top_gap` on this query."""
+    return {
+        cname: (1.0 if weights is None else float(weights.get(cname, 1.0))) * top_gap(hits, n)
+        for cname, hits in runs.items()
+    }
+
+
 class HybridRanker(RRFRanker):
     """Linear (or RRF) fusion of `components`, with exact-name routing (see the module docstring)."""
 
@@ -93,6 +157,8 @@ class HybridRanker(RRFRanker):
         "router",
         "router_min_score",
         "test_prior",
+        "confidence",
+        "confidence_depth",
     )
 
     def __init__(
@@ -107,8 +173,18 @@ class HybridRanker(RRFRanker):
         min_score: float | None = None,
         allow_skipped_components: bool = False,
         test_prior: str | bool = "last",
+        confidence: str = "none",
+        confidence_depth: int = 10,
     ):
         super().__init__(components, k, weights, depth, min_score, allow_skipped_components, test_prior)
+        if confidence not in CONFIDENCE:
+            raise ValueError(
+                f"hybrid ranker: unknown confidence {confidence!r}; use one of {', '.join(CONFIDENCE)}"
+            )
+        if int(confidence_depth) < 2:
+            raise ValueError(f"hybrid ranker: confidence_depth must be >= 2, got {confidence_depth}")
+        self.confidence = confidence
+        self.confidence_depth = int(confidence_depth)
         if method not in METHODS:
             raise ValueError(f"hybrid ranker: unknown method {method!r}; use one of {', '.join(METHODS)}")
         if router is not None and str(router) not in self.components:
@@ -122,7 +198,7 @@ class HybridRanker(RRFRanker):
     def __repr__(self) -> str:
         return (
             f"HybridRanker(components={list(self.components)}, method={self.method!r}, "
-            f"weights={self.weights}, router={self.router!r})"
+            f"weights={self.weights}, router={self.router!r}, confidence={self.confidence!r})"
         )
 
     def component_hits(
@@ -159,10 +235,15 @@ class HybridRanker(RRFRanker):
         if k <= 0:
             return []
         runs = self.component_hits(case_id, query, k, constraints)
+        weights = self.weights
+        if self.confidence == "gap":
+            weights = confidence_weights(runs, self.weights, self.confidence_depth)
         if self.method == "rrf":
-            fused = rrf_fuse(runs, k=self.k, weights=self.weights)
+            fused = rrf_fuse(runs, k=self.k, weights=weights)
+        elif self.method == "rank":
+            fused = rank_fuse(runs, weights, depth=max(self.depth, k))
         else:
-            fused = minmax_fuse(runs, self.weights)
+            fused = minmax_fuse(runs, weights)
         fused = self.demote_tests(query, fused)
         routed: dict[str, float] = {}
         if self.router is not None:
