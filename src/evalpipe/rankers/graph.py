@@ -38,8 +38,8 @@ from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, top_k
 from evalpipe.rankers.exact import FULL_SCORE, ExactSymbolRanker
 from evalpipe.rankers.graph_structure import EDGE_KINDS, StructureIndex
 from evalpipe.rankers.relation_intent import RelationIntent, detect_relation
-from evalpipe.rankers.test_prior import TestPrior, check_mode
 from evalpipe.rankers.set_questions import SetQuestion, parse_set_question
+from evalpipe.rankers.test_prior import TestPrior, check_mode
 
 #: Reverse edge name for each forward relation kind stored on units (the corpus builder's
 #: kind names, `graph_structure.EDGE_KINDS`); kinds a corpus does not have are simply empty.
