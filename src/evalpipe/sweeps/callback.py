@@ -112,6 +112,18 @@ class MLflowSweepCallback(Callback):
             raise SystemExit(2) from None
 
     def _start(self, config: DictConfig) -> None:
+        from evalpipe.preflight import check_sweep
+        from evalpipe.safety.errors import EvalpipeError
+
+        from evalpipe.sweeps.summary import swept_keys
+
+        try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
+            check_sweep(config, swept_keys(*_sweeper_spec(config)))
+        except EvalpipeError as exc:
+            from evalpipe.safety.secrets import mask_text
+
+            print(f"evalpipe: error: {mask_text(str(exc))}", file=sys.stderr)
+            raise SystemExit(2) from None
         if config.tracking.get("offline"):  # jobs save locally; `evalpipe sync <sweep dir>` uploads them
             print("[evalpipe] offline sweep: no parent run; each job saves its run locally", file=sys.stderr)
             return
