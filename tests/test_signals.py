@@ -118,12 +118,25 @@ def test_sigterm_to_a_joblib_sweep_kills_parent_children_and_workers(tmp_path):
     parents = [r for r in runs if r.data.tags.get("evalpipe.role") == "parent"]
     children = [r for r in runs if r.data.tags.get("evalpipe.role") == "child"]
     assert len(parents) == 1 and parents[0].info.status == "KILLED"
-    assert children and all(r.info.status == "KILLED" for r in children)
+    # A point that ended before the signal (a loaded machine is slow to start the other) is FINISHED.
+    assert children and {r.info.status for r in children} <= {"KILLED", "FINISHED"}, [
+        (r.info.run_name, r.info.status) for r in children
+    ]
+    assert any(r.info.status == "KILLED" for r in children)
     assert not [r for r in runs if r.info.status == "RUNNING"]
     # Each started job saved what it measured before its worker was torn down.
     saved = [json.loads(p.read_text()) for p in sweep_dir.glob("*/run_info.json")]
+    saved = [s for s in saved if s["status"] != "FINISHED"]
     assert saved and all(s["status"] == "KILLED" and s["partial"] for s in saved)
     assert sum(s["cases_completed"] for s in saved) >= 3
+    # ... and is in the store too: every saved point's run holds its metrics (uploaded by the
+    # worker, or by the parent once the workers are gone), or the parent said how to sync it.
+    by_id = {r.info.run_id: r for r in runs}
+    for s in saved:
+        run = by_id[s["run_id"]]
+        assert run.data.metrics.get("count/cases") == s["cases_completed"], (s, run.data.metrics)
+        assert run.data.tags.get("evalpipe.upload") == "complete"
+    assert "Traceback" not in stderr
 
 
 def test_sighup_ignored_at_start_stays_ignored_as_under_nohup(tmp_path):

@@ -81,8 +81,8 @@ def check_ks(raw: Any) -> list[int]:
     if repeated:
         once = ",".join(str(k) for k in sorted(set(raw)))
         raise ConfigError(
-            f"ks lists {', '.join(map(str, repeated))} more than once in {list(raw)!r}: give each cutoff once "
-            f"(ks=[{once}])"
+            f"ks lists {', '.join(map(str, repeated))} more than once in {list(raw)!r}: "
+            f"give each cutoff once (ks=[{once}])"
         )
     return sorted(set(raw))
 
@@ -293,7 +293,7 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
         produced_metric_names(fixture, ks, families, judged),
         explicit or is_multirun(),
     )
-    warnings = check_ranker_inputs(ranker, fixture)
+    warnings = [*getattr(fixture, "notes", ()), *check_ranker_inputs(ranker, fixture)]
     return Checked(
         resolved=resolved,
         ks=ks,
@@ -312,6 +312,9 @@ def check_sweep(cfg: DictConfig, swept: Sequence[str] = ()) -> None:
     """What a sweep's parent can check before it opens the store or creates its run: the switches,
     ks, metrics and (when the fixture is not swept and builds) the objective. Each job still runs
     `check` on its own config; this only keeps bad input from leaving a parent run behind."""
+    with_hydra = cfg.get("hydra")
+    if with_hydra is not None and with_hydra.get("sweep") is not None:
+        check_output_dir(str(with_hydra.sweep.dir))
     body = {k: v for k, v in cfg.items() if k != "hydra"}
     try:
         resolved = OmegaConf.to_container(OmegaConf.create(body), resolve=True)
@@ -332,3 +335,23 @@ def check_sweep(cfg: DictConfig, swept: Sequence[str] = ()) -> None:
     judge = resolved.get("judge")
     judged = isinstance(judge, dict) and str(judge.get("backend") or "none") != "none"
     check_objective(resolved.get("objective"), produced_metric_names(fixture, ks, families, judged), True)
+
+
+def check_output_dir(path: str) -> None:
+    """A sweep's folder must be creatable and writable before the sweep records anything."""
+    import os
+    from pathlib import Path
+
+    from evalpipe.safety.hydra_errors import os_error_line
+
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        probe = Path(path) / ".evalpipe-write-check"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = path
+        raise ConfigError(os_error_line(exc)) from None
+    if not os.access(path, os.W_OK):
+        raise ConfigError(f"cannot write the sweep's folder {path!r}: choose a writable hydra.sweep.dir=...")

@@ -159,6 +159,10 @@ def start(state: RunState) -> None:
         rec.start(state.tags)
     except MlflowException as exc:
         fail(f"cannot start an MLflow run in {state.tracker.uri}: {exc}", code=1)
+    except BaseException as exc:  # a signal while the run is being created: nothing measured yet
+        if signals.is_interrupt(exc):
+            rec.abandon("KILLED")
+        raise
 
 
 def guarded(state: RunState, stage: Callable[[RunState], None]) -> None:

@@ -75,6 +75,8 @@ class Fixture:
     source: str = ""
     sha256: str = ""
     version: str = ""
+    # What loading left out, one line each (e.g. judged queries without text): shown with the run.
+    notes: tuple[str, ...] = ()
 
     @property
     def tiers(self) -> list[str]:

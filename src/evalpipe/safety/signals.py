@@ -59,6 +59,11 @@ class Interrupted(BaseException):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
+    def __reduce__(self) -> tuple[type, tuple[int]]:
+        # A sweep worker hands its exception back to the parent by pickling it; rebuild from the
+        # signal number (the default would call Interrupted("SIGTERM") and fail to unpickle).
+        return (Interrupted, (self.signum,))
+
 
 def _run_hooks(signum: int) -> None:
     hooks, _hooks[:] = list(_hooks), []
@@ -145,6 +150,27 @@ def install() -> None:
             signal.signal(signum, _on_sigterm)
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # keep "ignore" of a background job
         signal.signal(signal.SIGINT, _on_sigint)
+
+
+@contextmanager
+def handled() -> Iterator[None]:
+    """Our handlers for the length of one run, then whatever was there before: a sweep worker
+    (joblib/loky) that receives SIGTERM while idle between jobs then ends as it would have
+    without evalpipe, instead of raising Interrupted inside the pool's own loop (a traceback)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    watched = (signal.SIGINT, *TERMINATING)
+    previous = {s: signal.getsignal(s) for s in watched}
+    hook = sys.unraisablehook
+    install()
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            if handler is not None:
+                signal.signal(s, handler)
+        sys.unraisablehook = hook
 
 
 def received() -> int | None:

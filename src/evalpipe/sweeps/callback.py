@@ -114,7 +114,6 @@ class MLflowSweepCallback(Callback):
     def _start(self, config: DictConfig) -> None:
         from evalpipe.preflight import check_sweep
         from evalpipe.safety.errors import EvalpipeError
-
         from evalpipe.sweeps.summary import swept_keys
 
         try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
@@ -254,6 +253,7 @@ class MLflowSweepCallback(Callback):
         try:
             tracker = tracking.ensure_store(uri)
             if aborted:
+                self._upload_saved_points(tracker)
                 self._end_orphans(tracker, parent, aborted)
             failed = self._write_summary(tracker, parent, aborted)
             if failed and status == "FINISHED":
@@ -312,6 +312,39 @@ class MLflowSweepCallback(Callback):
         console.print(f"parent run: {parent} ({status})", highlight=False)
         for line in ui_lines(tracker.uri, self._experiment_id, parent, tracker.ui_command):
             console.print(escape(line), highlight=False, soft_wrap=True)
+
+    def _upload_saved_points(self, tracker: Any) -> None:
+        """After an aborted sweep: points their workers saved but could not upload before being
+        torn down go up now, into their own runs, as `evalpipe sync` would; what cannot is named
+        in one line with the sync command."""
+        from pathlib import Path
+
+        from evalpipe.reporting.local import find_saved_runs, load_run, update_info
+        from evalpipe.reporting.sync import finish_upload, upload_saved
+        from evalpipe.safety.secrets import mask_text
+
+        left = 0
+        for directory in find_saved_runs([Path(self._sweep_dir)]):
+            try:
+                saved = load_run(directory)
+            except Exception:
+                left += 1
+                continue
+            run_id = saved.info.get("run_id")
+            if saved.info.get("upload") == "complete" or not run_id:
+                continue
+            try:
+                upload_saved(tracker, run_id, saved)
+                finish_upload(tracker, run_id, saved)
+                update_info(directory, upload="complete", uploads={mask_text(tracker.uri): run_id})
+            except Exception:
+                left += 1
+        if left:
+            print(
+                f"evalpipe: {left} interrupted point(s) are saved in {self._sweep_dir} but not in the store: "
+                f"upload them with `evalpipe sync {self._sweep_dir}`",
+                file=sys.stderr,
+            )
 
     @staticmethod
     def _end_orphans(tracker: Any, parent: str, status: str) -> None:

@@ -591,6 +591,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         tracker = open_tracker(args.tracking_uri)
         client = tracker.client
         mlflow_runs, notes = select_runs(client, args)
+        measured = [r for r in mlflow_runs if not r.data.tags.get("evalpipe.skipped")]
+        if len(measured) < 2 and not (args.baseline and len(measured) == 1):
+            where = args.experiment or args.sweep or "the given runs"
+            found = f"only {measured[0].info.run_name!r}" if measured else "none"
+            raise CompareError(
+                f"nothing to compare: {where} has {len(measured)} measured run ({found}); a comparison needs "
+                "two: run another configuration first, or give --baseline RUN"
+            )
         runs = [load_cases(client, r) for r in mlflow_runs]
         try:
             baseline = pick_baseline(runs, args.baseline)
