@@ -9,12 +9,16 @@ from evalpipe.corpus.model import (
     load_jsonl_corpus,
     write_jsonl_corpus,
 )
+from evalpipe.corpus.stats import CorpusStats, corpus_metrics, corpus_stats
 
 __all__ = [
     "RELATION_KINDS",
     "Corpus",
+    "CorpusStats",
     "CorpusError",
     "Unit",
+    "corpus_metrics",
+    "corpus_stats",
     "file_sha256",
     "load_jsonl_corpus",
     "write_jsonl_corpus",

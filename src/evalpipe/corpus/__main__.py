@@ -6,7 +6,6 @@ import argparse
 import sys
 import time
 import warnings
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from evalpipe.corpus.build import (
 from evalpipe.corpus.markdown import DEFAULT_SECTION_CHARS
 from evalpipe.corpus.model import write_jsonl_corpus
 from evalpipe.corpus.python_src import DEFAULT_EXCERPT_CHARS
+from evalpipe.corpus.stats import corpus_stats, write_corpus_stats
 
 EPILOG = """\
 unit IDs:
@@ -30,8 +30,9 @@ unit IDs:
 
 Go/TypeScript/JavaScript need the optional extra: pip install 'evalpipe[treesitter]'.
 
-example:
+examples:
   python -m evalpipe.corpus . -o outputs/corpus/self.jsonl --include 'src/**/*.py' '**/*.md'
+  python -m evalpipe.corpus fixtures/gold_corpus.jsonl        # statistics of an existing corpus
 """
 
 
@@ -49,15 +50,24 @@ def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m evalpipe.corpus",
         description="Build a JSONL corpus of code symbols (Python, Go, TS/JS) and Markdown sections "
-        "from a source tree, with contains/calls/imports/inherits relations.",
+        "from a source tree, with contains/calls/imports/inherits/implements/references/subcommands "
+        "relations, and print its statistics.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "root", type=Path, metavar="ROOT", help="directory to index; unit paths are relative to it"
+        "root",
+        type=Path,
+        metavar="ROOT",
+        help="directory to index (unit paths are relative to it), or an existing corpus "
+        "(.jsonl/.jsonl.gz) whose statistics to print",
     )
     parser.add_argument(
-        "-o", "--output", type=Path, required=True, metavar="OUT.jsonl", help="JSONL file to write"
+        "-o",
+        "--output",
+        type=Path,
+        metavar="OUT.jsonl",
+        help="JSONL file to write (required for a directory)",
     )
     parser.add_argument(
         "--include",
@@ -91,18 +101,45 @@ def make_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"Markdown sections longer than this are split into chunks (default {DEFAULT_SECTION_CHARS})",
     )
+    parser.add_argument(
+        "--stats",
+        type=Path,
+        metavar="STATS.json",
+        help="also write the corpus statistics (units by kind, tests, overloads, merged "
+        "declarations, relations by kind) as JSON",
+    )
     return parser
 
 
-def _fmt_counts(counter: Counter) -> str:
-    return ", ".join(f"{k} {v}" for k, v in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+def _summarize(path: Path, stats_path: Path | None) -> int:
+    """Statistics of an existing corpus (corpora built before `is_test` derive it from paths)."""
+    from evalpipe.corpus.model import CorpusError, load_jsonl_corpus
+
+    try:
+        corpus = load_jsonl_corpus(path)
+    except CorpusError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    stats = corpus_stats(corpus)
+    print(f"{path}: {stats.units} units")
+    print(f"  files:     {stats.files}")
+    for line in stats.lines():
+        print(line)
+    if stats_path is not None:
+        write_corpus_stats(corpus, stats_path)
+        print(f"  stats:     {stats_path}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
+    if args.root.is_file() and args.root.name.endswith((".jsonl", ".jsonl.gz")):
+        return _summarize(args.root, args.stats)
     if not args.root.is_dir():
-        parser.error(f"ROOT {args.root} is not a directory")
+        parser.error(f"ROOT {args.root} is not a directory (nor a .jsonl corpus to summarize)")
+    if args.output is None:
+        parser.error("the -o/--output OUT.jsonl argument is required when ROOT is a directory")
     if args.output.exists() and args.output.is_dir():
         parser.error(
             f"-o {args.output} is a directory; give a file name such as {args.output / 'corpus.jsonl'}"
@@ -133,15 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     n = write_jsonl_corpus(units, args.output)
     elapsed = time.perf_counter() - started
 
-    relations = Counter()
-    for u in units:
-        for kind, targets in u.relations.items():
-            relations[kind] += len(targets)
+    stats = corpus_stats(units)
     print(f"wrote {n} units to {args.output} ({args.output.stat().st_size / 1024:.1f} KiB) in {elapsed:.2f}s")
-    print(f"  files:     {len({u.path for u in units})} ({len(skipped)} skipped)")
-    print(f"  kinds:     {_fmt_counts(Counter(u.kind for u in units)) or '-'}")
-    print(f"  languages: {_fmt_counts(Counter(u.language for u in units)) or '-'}")
-    print(f"  relations: {_fmt_counts(relations) or '-'}")
+    print(f"  files:     {stats.files} ({len(skipped)} skipped)")
+    for line in stats.lines():
+        print(line)
+    if args.stats is not None:
+        write_corpus_stats(units, args.stats)
+        print(f"  stats:     {args.stats}")
     if n == 0:
         print("note: no units; check ROOT and --include (globs are relative to ROOT)", file=sys.stderr)
     return 0

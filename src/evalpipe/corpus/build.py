@@ -8,6 +8,7 @@ corpus hash. A file that cannot be read or parsed is skipped with a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import warnings
@@ -18,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from evalpipe.corpus.markdown import DEFAULT_SECTION_CHARS, parse_markdown
 from evalpipe.corpus.model import Unit
 from evalpipe.corpus.python_src import DEFAULT_EXCERPT_CHARS, build_python_units
+from evalpipe.corpus.testpaths import is_test_path
 
 DEFAULT_INCLUDE: tuple[str, ...] = (
     "**/*.py",
@@ -184,7 +186,8 @@ def build_corpus(
 
     `include`/`exclude` are glob lists (defaults DEFAULT_INCLUDE/DEFAULT_EXCLUDE;
     passing `exclude` replaces the defaults, so add to them explicitly when needed).
-    `languages` restricts the parsers (subset of LANGUAGES). Go/TS/JS files need
+    `languages` restricts the parsers (subset of LANGUAGES). Every unit records `is_test`
+    (the path conventions in `testpaths`). Go/TS/JS files need
     the `treesitter` extra; without it TreeSitterUnavailable says what to install.
     """
     root = Path(root)
@@ -244,5 +247,6 @@ def build_corpus(
                 _warn(rel, int(unit.get("line", 0) or 0), f"duplicate unit id {unit.id!r}")
                 continue
             seen.add(unit.id)
-            units.append(unit)
+            test = is_test_path(unit.path, unit.language)
+            units.append(dataclasses.replace(unit, metadata={**unit.metadata, "is_test": test}))
     return units

@@ -23,7 +23,8 @@ from evalpipe.safety.errors import EvalpipeError
 
 # Fields stored at the top level of a JSONL record; everything else is metadata.
 CORE_FIELDS = ("id", "kind", "title", "text", "path", "language", "relations")
-RELATION_KINDS = ("contains", "calls", "imports", "inherits")
+#: Relation kinds a unit may carry (docs/fixtures.md#relations says what each one means).
+RELATION_KINDS = ("contains", "calls", "imports", "inherits", "implements", "references", "subcommands")
 
 
 class CorpusError(EvalpipeError, ValueError):
@@ -34,9 +35,8 @@ class CorpusError(EvalpipeError, ValueError):
 class Unit:
     """One retrievable unit.
 
-    `relations` maps a relation kind (contains, calls, imports, inherits) to the
-    IDs of other units in the corpus (unresolvable targets are dropped), so graph
-    rankers can walk them.
+    `relations` maps a relation kind (RELATION_KINDS) to the IDs of other units in
+    the corpus (unresolvable targets are dropped), so graph rankers can walk them.
     """
 
     id: str
@@ -52,6 +52,10 @@ class Unit:
         """Look a field up among the core fields first, then the metadata."""
         if key in CORE_FIELDS:
             return getattr(self, key)
+        if key == "is_test" and key not in self.metadata:  # a corpus built before the field
+            from evalpipe.corpus.testpaths import is_test_path
+
+            return is_test_path(self.path, self.language)
         return self.metadata.get(key, default)
 
     def to_record(self) -> dict[str, Any]:

@@ -17,12 +17,15 @@ so every stored edge points at a real unit.
 from __future__ import annotations
 
 import ast
+import io
+import re
 import textwrap
+import tokenize
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from evalpipe.corpus.draft import Draft, SourceParseError, find_in_bases
+from evalpipe.corpus.draft import Draft, Part, SourceParseError, compose_text, find_in_bases, merge_metadata
 from evalpipe.corpus.model import Unit
 from evalpipe.corpus.qualify import qualified
 
@@ -79,41 +82,51 @@ def module_names(paths: Iterable[str], root_package: str = "") -> dict[str, str]
 # phase 1: extraction
 
 
-def _fmt_arg(arg: ast.arg, default: ast.expr | None) -> str:
+def _default_text(expr: ast.expr, lines: Sequence[str] | None) -> str:
+    """A default value as written (`1e-8`, `0x10`, `"x"`) when it fits on one line; `ast.unparse`
+    would rewrite it (`1e-08`, `16`, `'x'`)."""
+    if lines and expr.lineno == expr.end_lineno and expr.end_col_offset is not None:
+        raw = lines[expr.lineno - 1].encode("utf-8")[expr.col_offset : expr.end_col_offset]
+        return raw.decode("utf-8", errors="replace")
+    return ast.unparse(expr)
+
+
+def _fmt_arg(arg: ast.arg, default: ast.expr | None, lines: Sequence[str] | None = None) -> str:
     text = arg.arg
     if arg.annotation is not None:
         text += f": {ast.unparse(arg.annotation)}"
         if default is not None:
-            text += f" = {ast.unparse(default)}"
+            text += f" = {_default_text(default, lines)}"
     elif default is not None:
-        text += f"={ast.unparse(default)}"
+        text += f"={_default_text(default, lines)}"
     return text
 
 
-def format_arguments(args: ast.arguments) -> str:
-    """PEP 8 rendering of a parameter list (`ast.unparse` writes `x: int=1`)."""
+def format_arguments(args: ast.arguments, lines: Sequence[str] | None = None) -> str:
+    """PEP 8 rendering of a parameter list (`ast.unparse` writes `x: int=1`); with the source
+    `lines`, defaults are kept as written."""
     positional = [*args.posonlyargs, *args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-    parts = [_fmt_arg(a, d) for a, d in zip(positional, defaults, strict=True)]
+    parts = [_fmt_arg(a, d, lines) for a, d in zip(positional, defaults, strict=True)]
     if args.posonlyargs:
         parts.insert(len(args.posonlyargs), "/")
     if args.vararg is not None:
         parts.append("*" + _fmt_arg(args.vararg, None))
     elif args.kwonlyargs:
         parts.append("*")
-    parts.extend(_fmt_arg(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True))
+    parts.extend(_fmt_arg(a, d, lines) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True))
     if args.kwarg is not None:
         parts.append("**" + _fmt_arg(args.kwarg, None))
     return ", ".join(parts)
 
 
-def signature_of(node: ast.AST) -> str:
+def signature_of(node: ast.AST, lines: Sequence[str] | None = None) -> str:
     """`def f(x: int) -> str`, `async def g()`, `class C(Base, metaclass=M)`."""
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
         type_params = getattr(node, "type_params", None)
         tp = f"[{', '.join(ast.unparse(t) for t in type_params)}]" if type_params else ""
-        sig = f"{prefix} {node.name}{tp}({format_arguments(node.args)})"
+        sig = f"{prefix} {node.name}{tp}({format_arguments(node.args, lines)})"
         if node.returns is not None:
             sig += f" -> {ast.unparse(node.returns)}"
         return sig
@@ -151,27 +164,72 @@ def _segment(lines: list[str], node: ast.AST) -> str:
     return textwrap.dedent("\n".join(lines[start:end]))
 
 
-def _outline(lines: list[str], body: Sequence[ast.stmt]) -> str:
-    """Module/class body with nested defs reduced to their signatures.
+def _outline(lines: list[str], body: Sequence[ast.stmt], signatures: bool = True) -> str:
+    """Module/class body with nested defs reduced to their signatures (or left out).
 
     Method bodies have their own units, so repeating them in the class text would
-    only make the class look relevant to every query about one of its methods.
+    only make the class look relevant to every query about one of its methods. A
+    module leaves its definitions out entirely (`signatures=False`): in a
+    one-function-per-file layout their signatures would make the module a copy of
+    the function, outranking it.
     """
     out = []
     for stmt in _body_without_docstring(body):
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            out.append(signature_of(stmt))
+            if signatures:
+                out.append(signature_of(stmt, lines))
         else:
             out.append(_segment(lines, stmt))
     return "\n".join(out)
 
 
 def _function_body(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """The body after the docstring, with the comment lines just above its first statement."""
     body = _body_without_docstring(node.body)
     if not body:
         return ""
-    start = body[0].lineno - 1
+    start = min([body[0].lineno, *(d.lineno for d in getattr(body[0], "decorator_list", ()))]) - 1
+    floor = node.body[0].end_lineno if body[0] is not node.body[0] else node.lineno
+    while start - 1 >= (floor or 0) and (
+        not lines[start - 1].strip() or lines[start - 1].strip().startswith("#")
+    ):
+        start -= 1
+    while not lines[start].strip():
+        start += 1
     return textwrap.dedent("\n".join(lines[start : node.end_lineno]))
+
+
+def _header_comments(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
+    """Comments in a definition's decorators and signature (`# noqa: C901`, a comment on one
+    parameter, a comment between the `def` line and the docstring): `signature_of` rebuilds the
+    signature from the tree, which keeps no comments."""
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+    first = node.body[0]
+    end = first.lineno - 1
+    if lines[end][: first.col_offset].strip():  # `def f(): ...` : the header shares the line
+        end += 1
+    if len(_body_without_docstring(node.body)) < len(node.body):  # `"""Doc."""  # noqa: D212`
+        end = max(end, first.end_lineno or end)
+    segment = textwrap.dedent("\n".join(lines[start:end]))
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(segment + "\n").readline)
+        return "\n".join(t.string for t in tokens if t.type == tokenize.COMMENT)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return "\n".join(m.group(0) for line in segment.splitlines() if (m := re.search(r"#.*$", line)))
+
+
+def _is_placeholder(stmt: ast.stmt) -> bool:
+    """`...`: the body of a stub (a `pass` body is kept, it is what the source says)."""
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and stmt.value.value is ...
+
+
+def is_overload(decorators: Sequence[ast.expr]) -> bool:
+    """`@overload`, `@typing.overload`, `@t.overload`, `@typing_extensions.overload`."""
+    for dec in decorators:
+        chain = _name_chain(dec)
+        if chain and chain[-1] == "overload":
+            return True
+    return False
 
 
 def _name_chain(expr: ast.expr) -> tuple[str, ...] | None:
@@ -272,15 +330,12 @@ def extract_python(
     drafts: list[Draft] = []
 
     doc = ast.get_docstring(tree) or ""
-    top_level_names = [
-        s.name for s in tree.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-    ]
+    # what only the module has: its docstring, imports and top-level statements (its
+    # definitions are units of their own; `contains` links them)
     mod_text = [f"module {module}"]
     if doc:
         mod_text.append(doc)
-    if top_level_names:
-        mod_text.append("defines: " + ", ".join(top_level_names))
-    outline = _clip(_outline(lines, tree.body), excerpt_chars)
+    outline = _clip(_outline(lines, tree.body, signatures=False), excerpt_chars)
     if outline:
         mod_text.append(outline)
     mod = Draft(
@@ -314,22 +369,27 @@ def extract_python(
         qualname = f"{prefix}.{node.name}" if prefix else node.name
         is_class = isinstance(node, ast.ClassDef)
         kind = "class" if is_class else ("method" if class_qualname else "function")
-        sig = signature_of(node)
+        sig = signature_of(node, lines)
         doc = ast.get_docstring(node) or ""
         decorators = [ast.unparse(d) for d in node.decorator_list]
         body = _outline(lines, node.body) if is_class else _function_body(lines, node)
-        parts = ["\n".join([*(f"@{d}" for d in decorators), sig])]
-        if doc:
-            parts.append(doc)
-        body = _clip(body, excerpt_chars)
-        if body:
-            parts.append(body)
+        stub = not is_class and is_overload(node.decorator_list)
+        if stub and all(_is_placeholder(b) for b in _body_without_docstring(node.body)):
+            body = ""  # `def f(x: int) -> int: ...`: the signature is all there is
+        part = Part(
+            kind=kind,
+            signature="\n".join([*(f"@{d}" for d in decorators), sig]),
+            doc=doc,
+            body=_clip(body, excerpt_chars),
+            overload=stub,
+            notes=_header_comments(lines, node) if node.body else "",
+        )
         draft = Draft(
             id=f"{path}::{qualname}",
             kind=kind,
             qualname=qualname,
             title=qualname,
-            text="\n\n".join(parts),
+            text=compose_text([part]),
             metadata={
                 "name": node.name,
                 "qualname": qualname,
@@ -342,12 +402,18 @@ def extract_python(
                 "decorators": decorators,
             },
             class_qualname=class_qualname,
+            parts=[part],
         )
         existing = by_id.get(draft.id)
         if existing is not None:
-            # a redefinition (property setter, @overload, conditional def): one unit whose
-            # calls cover every definition; the first definition's text is kept
+            # a redefinition (@overload stubs and their implementation, a property setter):
+            # one unit whose text holds every definition and whose calls cover them all
             existing.metadata["end_line"] = max(existing.metadata["end_line"], node.end_lineno or 0)
+            existing.parts.append(part)
+            existing.text = compose_text(existing.parts)
+            merge_metadata(existing.metadata, existing.parts)
+            known = existing.metadata["decorators"]
+            known.extend(d for d in decorators if d not in known)
             draft = existing
         else:
             by_id[draft.id] = draft

@@ -33,9 +33,15 @@ REVERSE = {
     "calls": "called_by",
     "imports": "imported_by",
     "inherits": "inherited_by",
+    "implements": "implemented_by",
+    "references": "referenced_by",
+    "subcommands": "subcommand_of",
 }
 RELATIONS = tuple(RELATION_KINDS) + tuple(REVERSE[k] for k in RELATION_KINDS)
 DEFAULT_RELATIONS = ("calls", "called_by", "contains", "contained_by", "inherits", "imports")
+#: An intent walk along a relation also follows these: "implementations of X" / "subclasses of
+#: X" (inherited_by) reach classes that `implements` X as well as those that extend it.
+INTENT_ALSO = {"inherited_by": ("implemented_by",), "inherits": ("implements",)}
 COMBINE = ("max", "sum")
 
 
@@ -135,6 +141,15 @@ class GraphRanker(CorpusRanker):
                         self._by_relation[kind][row].append(other)
                         self._by_relation[REVERSE[kind]][other].append(row)
         self._by_relation = {r: [list(dict.fromkeys(n)) for n in adj] for r, adj in self._by_relation.items()}
+        self._walk_adj: dict[str, list[list[int]]] = {}
+        for relation, also in INTENT_ALSO.items():
+            extra = [self._by_relation[r] for r in also]
+            if any(any(rows) for rows in extra):
+                own = self._by_relation[relation]
+                self._walk_adj[relation] = [
+                    list(dict.fromkeys([*own[row], *(n for rows in extra for n in rows[row])]))
+                    for row in range(len(own))
+                ]
         self._symbols = ExactSymbolRanker(partial=False, min_score=FULL_SCORE)
         self._symbols.prepare(corpus)
         base_stats = getattr(self.base, "stats", None)
@@ -226,7 +241,7 @@ class GraphRanker(CorpusRanker):
         not drown the others), damped by `decay` per hop; `hops` hops are summed. The seeds'
         own mass is not counted: they are what the question names, not its answer.
         """
-        adj = self._by_relation[relation]
+        adj = self._walk_adj.get(relation) or self._by_relation[relation]
         mass = np.zeros(len(self.corpus), dtype=np.float64)
         for row, w in seeds.items():
             mass[row] = w
