@@ -374,7 +374,7 @@ def test_bad_beir_collection_names_file_and_line(tmp_path, files, needles):
 
 def test_beir_missing_split_lists_the_available_ones(tmp_path):
     beir(tmp_path)
-    proc = cli(tmp_path, "fixture=beir", f"fixture.path={tmp_path / 'ds'}", "fixture.split=dev")
+    proc = cli(tmp_path, "fixture=beir", f"fixture.path={tmp_path / 'ds'}", "fixture.qrels_split=dev")
     assert_bad_input(proc, tmp_path, "no qrels/dev.tsv", "available: ['test']")
 
 

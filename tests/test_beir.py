@@ -55,7 +55,7 @@ def test_beir_folder_loads_plain_and_gzipped(tmp_path, gz):
 def test_beir_errors_are_clear(tmp_path):
     folder = make_beir(tmp_path / "ds", False)
     with pytest.raises(FixtureError, match=r"no qrels/dev.tsv .*available: \['test'\]"):
-        load_beir(folder, split="dev")
+        load_beir(folder, qrels_split="dev")
     with pytest.raises(FixtureError, match="BEIR folder not found"):
         load_beir(tmp_path / "missing")
     (folder / "qrels" / "test.tsv").write_text(QRELS + "q2\td404\t1\n")

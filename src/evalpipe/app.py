@@ -23,6 +23,10 @@ from evalpipe.safety import signals
 def evaluate(cfg: DictConfig) -> float:
     """Run one evaluation and return `cfg.objective` (so sweepers can optimise it)."""
     with signals.handled():
+        if cfg.get("suite"):  # several fixtures, one child run each (evalpipe.suite.run)
+            from evalpipe.suite.run import evaluate_suite
+
+            return evaluate_suite(cfg)
         return _stages(cfg)
 
 

@@ -51,6 +51,7 @@ class Checked:
     fixture: Fixture
     ranker: Any
     warnings: tuple[str, ...] = ()
+    split: Any = None  # evalpipe.inputs.split.SplitSettings
 
 
 def missing_values(node: Any, prefix: str = "") -> list[str]:
@@ -275,11 +276,14 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
     if not isinstance(resolved.get("objective", DEFAULT_OBJECTIVE), str):
         raise ConfigError(f"objective must be a metric name, got {resolved.get('objective')!r}")
 
-    from evalpipe.inputs import fixture_memo
+    from evalpipe.inputs import fixture_memo, split
 
-    fixture = fixture_memo.load_once(resolved["fixture"], lambda: build(cfg.fixture, "fixture"))
+    settings = split.settings_from(resolved["fixture"])  # a bad split setting stops before any loading
+    loader = split.without_split_keys(resolved["fixture"])
+    fixture = fixture_memo.load_once(loader, lambda: build(OmegaConf.create(loader), "fixture"))
     if not isinstance(fixture, Fixture):
         raise ConfigError(f"fixture._target_ built a {type(fixture).__name__}, not a Fixture")
+    fixture, split_warnings = split.apply(fixture, settings)  # the one place a split is applied
     ranker = build(cfg.ranker, "ranker")
     if not (callable(ranker) or hasattr(ranker, "search") or hasattr(ranker, "search_case")):
         raise ConfigError(
@@ -293,7 +297,7 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
         produced_metric_names(fixture, ks, families, judged),
         explicit or is_multirun(),
     )
-    warnings = [*getattr(fixture, "notes", ()), *check_ranker_inputs(ranker, fixture)]
+    warnings = [*fixture.notes, *split_warnings, *check_ranker_inputs(ranker, fixture)]
     return Checked(
         resolved=resolved,
         ks=ks,
@@ -305,6 +309,7 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
         fixture=fixture,
         ranker=ranker,
         warnings=tuple(warnings),
+        split=settings,
     )
 
 
@@ -326,10 +331,11 @@ def check_sweep(cfg: DictConfig, swept: Sequence[str] = ()) -> None:
     families = check_metrics(resolved.get("metrics"))
     if any(k == "fixture" or k.startswith("fixture.") for k in swept):
         return
-    try:
-        from evalpipe.inputs import fixture_memo
+    from evalpipe.inputs import fixture_memo, split
 
-        fixture = fixture_memo.load_once(resolved["fixture"], lambda: build(cfg.fixture, "fixture"))
+    try:
+        loader = split.without_split_keys(resolved["fixture"])
+        fixture = fixture_memo.load_once(loader, lambda: build(OmegaConf.create(loader), "fixture"))
     except EvalpipeError:
         return  # the jobs report a bad fixture, one line each, before their first case
     judge = resolved.get("judge")

@@ -85,6 +85,6 @@ def run_files(
             for i in range(len(results))
         )
     files["report.md"] = markdown_report(
-        fixture.name, [row], list(cfg.ks), fixture.tier_counts(), revision=revision, notes=notes
+        fixture.label, [row], list(cfg.ks), fixture.tier_counts(), revision=revision, notes=notes
     )
     return files

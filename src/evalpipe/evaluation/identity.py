@@ -27,13 +27,19 @@ NON_MEASURING_KEYS = (
     "secret_keys",
     "allow_skipped",
     "timeout_s",
+    "objective_agg",
 )
+#: Split keys that mean nothing when the whole fixture is measured (fixture.split=all).
+SPLIT_ONLY_KEYS = ("split_seed", "test_fraction")
 
 
 def config_hash(cfg: Mapping[str, Any], *identity: str) -> str:
     """Identity of what a run measures: the config (less where it is logged) plus `identity`
     (fixture sha256, code fingerprint). A sweep resumes by skipping hashes already FINISHED."""
     measured = {k: v for k, v in cfg.items() if k not in NON_MEASURING_KEYS}
+    fixture = measured.get("fixture")  # the split is measured; its seed only when a split is taken
+    if isinstance(fixture, Mapping) and str(fixture.get("split") or "all") == "all":
+        measured["fixture"] = {k: v for k, v in fixture.items() if k not in SPLIT_ONLY_KEYS}
     blob = json.dumps([measured, *identity], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -59,6 +65,9 @@ def experiment_name(cfg: DictConfig) -> str:
     """`<prefix>/<fixture name>`, known from config alone so a sweep's parent can name it before any job."""
     if cfg.tracking.get("experiment"):
         return str(cfg.tracking.experiment)
+    suite = cfg.get("suite")
+    if suite and suite.get("name"):  # a suite run and its fixtures' runs sit together
+        return f"{cfg.tracking.experiment_prefix}/suite-{suite.name}"
     source = cfg.fixture.get("path") or cfg.fixture.get("qrels") or "fixture"
     fixture = cfg.fixture.get("name") or Path(str(source)).stem
     return f"{cfg.tracking.experiment_prefix}/{fixture}"

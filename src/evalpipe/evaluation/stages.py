@@ -26,6 +26,7 @@ from evalpipe.evaluation.measure import result_tags, score
 from evalpipe.evaluation.state import RunState
 from evalpipe.heap import freeze_startup_heap
 from evalpipe.inputs.fixture import Fixture
+from evalpipe.inputs.split import SPLIT_TAG
 from evalpipe.reporting.headline import NOTE_TAG, run_description
 from evalpipe.reporting.local import PARTIAL_MARK
 from evalpipe.reporting.params import measurement_params
@@ -140,6 +141,7 @@ def start(state: RunState) -> None:
         "evalpipe.version": __version__,
         "evalpipe.git_revision": state.revision,
         "evalpipe.fixture": fixture.name,
+        SPLIT_TAG: fixture.split,
         "evalpipe.fixture_sha256": fixture.sha256,
         **({"evalpipe.fixture_version": fixture.version} if fixture.version else {}),
         "evalpipe.corpus_sha256": fixture.corpus.sha256,
@@ -154,6 +156,7 @@ def start(state: RunState) -> None:
     out_dir = state.out_dir or Path(tempfile.mkdtemp(prefix="evalpipe-run-"))
     rec = Recording(out_dir, state.experiment, state.run_name)
     rec.tracker, rec.experiment_id = state.tracker, state.experiment_id
+    rec.describe_data(fixture)  # logged as MLflow dataset inputs (reporting.datasets)
     state.rec = rec
     try:
         rec.start(state.tags)
@@ -254,9 +257,10 @@ def record(state: RunState) -> None:
             extra["intended_uri"] = tracking.normalise_uri(cfg.tracking.uri)
     masked = mask_config(state.checked.resolved, OmegaConf.to_container(cfg, resolve=False))
     params = measurement_params(masked, state.ranker_choice, fixture.name)
+    params.update(state.checked.split.params())  # the split measured, even when left at its defaults
     headline = lookup(metrics, state.objective)
     run_tags[NOTE_TAG] = run_description(
-        fixture.name, row, ks, fixture.tier_counts(), params, state.objective, headline
+        fixture.label, row, ks, fixture.tier_counts(), params, state.objective, headline
     )
     try:
         state.rec.save(files, metrics, params, run_tags, status, extra)
@@ -334,7 +338,7 @@ def print_offline_end(console, row: ReportRow, fixture: Fixture, ks, notes, afte
 
     from evalpipe.reporting.report import print_tables
 
-    print_tables(console, fixture.name, [row], ks, fixture.tier_counts())
+    print_tables(console, fixture.label, [row], ks, fixture.tier_counts())
     if after_tables is not None:
         after_tables(console)
     for n in notes:

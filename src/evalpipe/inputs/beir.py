@@ -135,10 +135,26 @@ def _check_paths(**values: object) -> None:
 
 
 def load_beir(
-    path: str | Path, split: str = "test", tiers: str | None = None, name: str | None = None
+    path: str | Path,
+    qrels_split: str = "test",
+    tiers: str | None = None,
+    name: str | None = None,
+    split: str = "all",
+    split_seed: int | str = 0,
+    test_fraction: float | None = None,
 ) -> Fixture:
-    """Load a BEIR folder; only queries judged in `qrels/<split>.tsv` become cases."""
-    _check_paths(path=path, tiers=tiers, split=split, name=name)
+    """Load a BEIR folder; only queries judged in `qrels/<qrels_split>.tsv` become cases.
+
+    (`split`, dev/test/all, is evalpipe's own hashed split: `evalpipe.inputs.split.loaded`.)"""
+    from evalpipe.inputs import split as splits
+
+    fixture = _load_beir(path, qrels_split, tiers, name)
+    return splits.loaded(fixture, split, split_seed, test_fraction)
+
+
+def _load_beir(path: str | Path, qrels_split: str, tiers: str | None, name: str | None) -> Fixture:
+    split = qrels_split
+    _check_paths(path=path, tiers=tiers, qrels_split=split, name=name)
     folder = resolve_path(path)
     if not folder.is_dir():
         raise FixtureError(f"BEIR folder not found: {folder} (set fixture.path=/path/to/dataset)")
@@ -151,7 +167,7 @@ def load_beir(
     if not qrels_file.is_file():
         splits = sorted(p.stem for p in (folder / "qrels").glob("*.tsv"))
         raise FixtureError(
-            f"{folder}: no qrels/{split}.tsv (fixture.split=...; available: {splits or 'none'})"
+            f"{folder}: no qrels/{split}.tsv (fixture.qrels_split=...; available: {splits or 'none'})"
         )
     try:
         qrels = read_trec_qrels(qrels_file)
@@ -183,8 +199,21 @@ def load_trec(
     corpus: str | Path,
     name: str | None = None,
     tiers: str | None = None,
+    split: str = "all",
+    split_seed: int | str = 0,
+    test_fraction: float | None = None,
 ) -> Fixture:
-    """A fixture from TREC qrels (`qid 0 docid rel`), a queries file and a JSONL corpus."""
+    """A fixture from TREC qrels (`qid 0 docid rel`), a queries file and a JSONL corpus
+    (`split`...: `evalpipe.inputs.split.loaded`)."""
+    from evalpipe.inputs import split as splits
+
+    fixture = _load_trec(qrels, queries, corpus, name, tiers)
+    return splits.loaded(fixture, split, split_seed, test_fraction)
+
+
+def _load_trec(
+    qrels: str | Path, queries: str | Path, corpus: str | Path, name: str | None, tiers: str | None
+) -> Fixture:
     _check_paths(qrels=qrels, queries=queries, corpus=corpus, tiers=tiers, name=name)
     qpath, cpath, rpath = resolve_path(queries), resolve_path(corpus), resolve_path(qrels)
     for label, p in (("qrels", rpath), ("queries", qpath), ("corpus", cpath)):

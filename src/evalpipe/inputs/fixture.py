@@ -77,6 +77,14 @@ class Fixture:
     version: str = ""
     # What loading left out, one line each (e.g. judged queries without text): shown with the run.
     notes: tuple[str, ...] = ()
+    #: The part of the cases measured (`evalpipe.inputs.split`): all, dev or test.
+    split: str = "all"
+    split_label: str = ""
+
+    @property
+    def label(self) -> str:
+        """The name as reports print it: `gold`, or `gold [dev split (seed 0, test fraction 0.5)]`."""
+        return f"{self.name} [{self.split_label}]" if self.split_label else self.name
 
     @property
     def tiers(self) -> list[str]:
@@ -270,11 +278,25 @@ def check_against_corpus(cases: Sequence[Case], corpus: Corpus, where: str) -> N
             )
 
 
-def load_fixture(path: str | Path, corpus: str | Path | None = None, name: str | None = None) -> Fixture:
+def load_fixture(
+    path: str | Path,
+    corpus: str | Path | None = None,
+    name: str | None = None,
+    split: str = "all",
+    split_seed: int | str = 0,
+    test_fraction: float | None = None,
+) -> Fixture:
     """Load and validate a YAML fixture and its corpus (path relative to the fixture file).
 
     `name` (config) overrides the fixture's own name; it names the MLflow experiment.
+    `split`, `split_seed`, `test_fraction`: `evalpipe.inputs.split.loaded`.
     """
+    from evalpipe.inputs import split as splits
+
+    return splits.loaded(_load_fixture(path, corpus, name), split, split_seed, test_fraction)
+
+
+def _load_fixture(path: str | Path, corpus: str | Path | None, name: str | None) -> Fixture:
     if not isinstance(path, str | Path):
         raise FixtureError(f"fixture.path must be the path of a YAML file, got {_type_name(path)} {path!r}")
     if name is not None and not isinstance(name, str):

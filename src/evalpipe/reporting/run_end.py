@@ -57,7 +57,7 @@ def print_run_end(
         skipped = f" [yellow]skipped:[/] {escape(row.skipped)}" if row.skipped else ""
         console.print(point_line(job.job_num, run_name, metrics, run_id) + skipped, highlight=False)
         return
-    print_tables(console, fixture.name, [row], ks, fixture.tier_counts())
+    print_tables(console, fixture.label, [row], ks, fixture.tier_counts())
     if after_tables is not None:
         after_tables(console)
     for n in notes:

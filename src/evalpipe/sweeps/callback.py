@@ -90,6 +90,7 @@ class MLflowSweepCallback(Callback):
         self._config: DictConfig | None = None
         self._experiment_id = ""
         self._rows: list[Any] = []
+        self._holdout: Any = None
 
     # Hydra pickles the callbacks with the job context for joblib/Ray workers: ship an inert copy.
     def __getstate__(self) -> dict[str, Any]:
@@ -297,7 +298,7 @@ class MLflowSweepCallback(Callback):
         table = Table(
             box=box.SIMPLE_HEAD,
             title=f"sweep {self._sweep_id}: top {len(top)} of {len(self._rows)} points "
-            f"by {escape(self._objective)}",
+            f"by {escape(self._objective)}{self._split_note()}",
             title_justify="left",
         )
         for i, h in enumerate(header):
@@ -306,6 +307,10 @@ class MLflowSweepCallback(Callback):
             table.add_row(*(escape(cell) for cell in row[:-1]), point.run_id[:8])
         console.print(table)
         console.print(escape(best_line(self._rows, self._keys, self._objective)), highlight=False)
+        if self._holdout is not None:
+            from evalpipe.sweeps.holdout import print_holdout
+
+            print_holdout(console, self._holdout)
         summary = Path(self._sweep_dir) / "summary.md"
         if summary.is_file():
             console.print(f"summary:    {escape(str(summary))}", highlight=False)
@@ -345,6 +350,12 @@ class MLflowSweepCallback(Callback):
                 f"upload them with `evalpipe sync {self._sweep_dir}`",
                 file=sys.stderr,
             )
+
+    def _split_note(self) -> str:
+        """` on fixture.split=dev` when the sweep measured part of its fixture."""
+        fixture = self._config.get("fixture") if self._config is not None else None
+        split = str((fixture or {}).get("split") or "all")
+        return "" if split == "all" else f" on fixture.split={split}"
 
     @staticmethod
     def _end_orphans(tracker: Any, parent: str, status: str) -> None:
@@ -389,7 +400,15 @@ class MLflowSweepCallback(Callback):
             }
         )
         tags = {f"best/{name}.run_id": row.run_id for name, row in best.items()}
-        tags[NOTE_TAG] = clip(sweep_description(rows, self._keys, self._objective, self._sweep_id))
+        held = self._run_holdout(tracker, parent, rows) if aborted is None else None
+        description = sweep_description(rows, self._keys, self._objective, self._sweep_id)
+        if held is not None:
+            from evalpipe.sweeps import holdout
+
+            metrics.update(holdout.metrics(held))
+            tags.update(holdout.tags(held))
+            description = "\n".join(holdout.markdown(held)) + "\n" + description
+        tags[NOTE_TAG] = clip(description)
         tracking.log_batch(tracker, parent, metrics=metrics, tags=tags)
         name = _sweep_name(self._config) if self._config is not None else ""
         files: dict[str, str | bytes] = {
@@ -400,9 +419,14 @@ class MLflowSweepCallback(Callback):
                 self._sweep_id,
                 name,
                 note=ABORT_NOTE if aborted else "",
+                holdout=held,
             ),
-            "summary.csv": summary_csv(rows, self._keys),
+            "summary.csv": summary_csv(rows, self._keys, holdout=held),
         }
+        if held is not None:
+            from evalpipe.sweeps.holdout import csv_rows
+
+            files["holdout.csv"] = csv_rows(held)
         for extra in ("multirun.yaml", "optimization_results.yaml"):  # Hydra's, and Optuna's best point
             path = Path(self._sweep_dir) / extra
             if path.is_file():
@@ -422,6 +446,37 @@ class MLflowSweepCallback(Callback):
             tracking.log_artifact_files(tracker, parent, plots, subdir="plots")
         out = Path(self._sweep_dir)
         if out.is_dir():  # a local copy beside Hydra's multirun.yaml
-            for fname in ("summary.md", "summary.csv"):
-                (out / fname).write_text(str(files[fname]), encoding="utf-8")
+            for fname in ("summary.md", "summary.csv", "holdout.csv"):
+                if fname in files:
+                    (out / fname).write_text(str(files[fname]), encoding="utf-8")
         return failed
+
+    def _run_holdout(self, tracker: Any, parent: str, rows: list[Any]) -> Any:
+        """On a dev-split sweep: the best and the reference point re-run on the test split."""
+        from evalpipe.sweeps import holdout
+        from evalpipe.sweeps.job import link_env
+
+        config = self._config
+        if config is None or not holdout.wanted(config):
+            return None
+        from evalpipe.suite.members import hydra_overrides
+
+        task = [str(x) for x in OmegaConf.to_container(config.hydra.overrides.task, resolve=False)]
+        task += hydra_overrides([str(x) for x in OmegaConf.to_container(config.hydra.overrides.hydra)])
+        link = link_env(parent, holdout.HOLDOUT_ROLE, self._sweep_id)
+        try:
+            held = holdout.run_holdout(
+                tracker.client,
+                rows,
+                self._objective,
+                task,
+                self._keys,
+                self._sweep_dir,
+                link,
+                say=lambda line: print(line, file=sys.stderr),
+            )
+        except Exception as exc:  # the check is on top of the sweep: never cost its summary
+            print(f"[evalpipe] warning: hold-out check failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return None
+        self._holdout = held
+        return held

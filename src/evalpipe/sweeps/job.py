@@ -24,6 +24,23 @@ SWEEP_FILE = ".evalpipe_sweep.json"
 ROLE_TAG = "evalpipe.role"
 SWEEP_TAG = "evalpipe.sweep_id"
 HASH_TAG = "evalpipe.config_hash"
+#: A run started by another evalpipe run (a sweep's hold-out re-run, a suite's per-fixture run) is
+#: a single run, not a multirun job: the starter passes its run ID, the role and extra tags here.
+LINK_PARENT_ENV = "EVALPIPE_LINK_PARENT"
+LINK_SWEEP_ENV = "EVALPIPE_LINK_SWEEP"
+LINK_ROLE_ENV = "EVALPIPE_LINK_ROLE"
+LINK_TAGS_ENV = "EVALPIPE_LINK_TAGS"
+LINK_ENV = (LINK_PARENT_ENV, LINK_SWEEP_ENV, LINK_ROLE_ENV, LINK_TAGS_ENV)
+
+
+def link_env(parent_run_id: str, role: str, sweep_id: str = "", tags: dict[str, str] | None = None):
+    """The environment a linked run is started with (see `job_context`)."""
+    return {
+        LINK_PARENT_ENV: parent_run_id,
+        LINK_SWEEP_ENV: sweep_id,
+        LINK_ROLE_ENV: role,
+        LINK_TAGS_ENV: json.dumps(tags or {}),
+    }
 
 
 @dataclass(frozen=True)
@@ -34,6 +51,9 @@ class JobContext:
     sweep_id: str | None = None
     job_num: int | None = None
     overrides: dict[str, str] = field(default_factory=dict)
+    #: child (a sweep point), holdout (a sweep's re-run on the test split), suite_member
+    role: str = "child"
+    extra_tags: dict[str, str] = field(default_factory=dict)
 
     @property
     def tags(self) -> dict[str, str]:
@@ -42,7 +62,9 @@ class JobContext:
             tags["mlflow.parentRunId"] = self.parent_run_id
         if self.sweep_id:
             tags[SWEEP_TAG] = self.sweep_id
-            tags[ROLE_TAG] = "child"
+        if self.sweep_id or self.role != "child":
+            tags[ROLE_TAG] = self.role
+        tags.update(self.extra_tags)
         if self.job_num is not None:
             tags["evalpipe.job_num"] = str(self.job_num)
         for key, value in self.overrides.items():
@@ -73,17 +95,34 @@ def find_parent(tracker: Any, experiment_id: str, sweep_id: str) -> str | None:
     return runs[0].info.run_id if runs else None
 
 
+def linked_context() -> JobContext:
+    """A single run started by another run (`link_env`), or an empty context."""
+    parent = os.environ.get(LINK_PARENT_ENV)
+    if not parent:
+        return JobContext()
+    try:
+        extra = {str(k): str(v) for k, v in json.loads(os.environ.get(LINK_TAGS_ENV) or "{}").items()}
+    except (ValueError, AttributeError):
+        extra = {}
+    return JobContext(
+        parent_run_id=parent,
+        sweep_id=os.environ.get(LINK_SWEEP_ENV) or None,
+        role=os.environ.get(LINK_ROLE_ENV) or "child",
+        extra_tags=extra,
+    )
+
+
 def job_context(tracker: Any, experiment_id: str) -> JobContext:
-    """The sweep context of the current Hydra job (empty for a single run)."""
+    """The sweep context of the current Hydra job (empty for a single run not started by another)."""
     try:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
         hc = HydraConfig.get()
     except Exception:
-        return JobContext()
+        return linked_context()
     if hc.mode != RunMode.MULTIRUN:
-        return JobContext()
+        return linked_context()
     shared = {} if os.environ.get(SWEEP_ENV) else read_sweep_file(str(hc.sweep.dir))
     sweep_id = os.environ.get(SWEEP_ENV) or shared.get("sweep_id") or sweep_id_for(str(hc.sweep.dir))
     parent = (

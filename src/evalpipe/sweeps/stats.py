@@ -118,3 +118,28 @@ def paired_bootstrap_ci_diff(
     """
     d = _paired(a, b)
     return bootstrap_ci(d, n_resamples=n_resamples, confidence=confidence, seed=seed)
+
+
+def bootstrap_ci_diff_independent(
+    a: np.ndarray, b: np.ndarray, n_resamples: int = 10000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """(mean(a) - mean(b), lo, hi) for two *different* case sets (a dev and a test split).
+
+    Nothing pairs a dev case with a test case, so each set is resampled on its own (cases
+    within each set are the draws) and the interval is the percentile of the resampled
+    differences of means: both sets' sampling noise is in it.
+    """
+    av, bv = _as_values(a, "a"), _as_values(b, "b")
+    _check(n_resamples, confidence)
+    diff = float(av.mean() - bv.mean())
+    rng = np.random.default_rng(seed)
+    diffs = np.empty(n_resamples, dtype=np.float64)
+    pos = 0
+    for rows in _blocks(n_resamples, max(av.size, bv.size)):
+        ia = rng.integers(0, av.size, size=(rows, av.size))
+        ib = rng.integers(0, bv.size, size=(rows, bv.size))
+        diffs[pos : pos + rows] = av[ia].mean(axis=1) - bv[ib].mean(axis=1)
+        pos += rows
+    alpha = 1.0 - confidence
+    lo, hi = np.percentile(diffs, [100.0 * alpha / 2, 100.0 * (1 - alpha / 2)])
+    return diff, float(lo), float(hi)

@@ -32,6 +32,9 @@ REUSED = "REUSED"
 SKIPPED = "SKIPPED"
 #: Statuses whose metrics count (a reused run is a FINISHED run of the same configuration).
 MEASURED = ("FINISHED", REUSED)
+#: Runs under a sweep's parent that are not its points: the parent itself, the hold-out re-runs.
+NOT_POINTS = ("parent", "holdout")
+HOLDOUT_DIR = "holdout"
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ def reused_runs(sweep_dir: str | Path, since: float = 0.0) -> list[tuple[str, Pa
     if not root.is_dir():
         return out
     for marker in sorted(root.rglob("reused_run.json")):
+        if HOLDOUT_DIR in marker.relative_to(root).parts[:-2]:
+            continue  # a hold-out re-run reused a run: not a point of the sweep
         try:
             if marker.stat().st_mtime < since:
                 continue
@@ -164,7 +169,7 @@ def collect_rows(
     rows = [
         row_from_run(run, keys)
         for run in search_all(client, f"tags.`mlflow.parentRunId` = '{parent_run_id}'")
-        if run.data.tags.get(ROLE_TAG) != "parent"
+        if run.data.tags.get(ROLE_TAG) not in NOT_POINTS
     ]
     seen = {(r.job, r.run_id) for r in rows}
     seen_ids = {r.run_id for r in rows}
@@ -264,8 +269,10 @@ def summary_markdown(
     sweep_id: str = "",
     title: str = "",
     note: str = "",
+    holdout: Any = None,
 ) -> str:
-    """The sweep's Markdown summary: every point, then the best point per metric."""
+    """The sweep's Markdown summary: the hold-out check (dev-split sweeps), every point, the best
+    point per metric."""
     failed = sum(r.status == "FAILED" for r in rows)
     reused = sum(r.status == REUSED for r in rows)
     out = [f"# evalpipe sweep summary{': ' + title if title else ''}", ""]
@@ -275,6 +282,10 @@ def summary_markdown(
     out += ["_" + " · ".join(meta) + "_", ""]
     if note:
         out += [f"**{note}**", ""]
+    if holdout is not None:
+        from evalpipe.sweeps.holdout import markdown as holdout_markdown
+
+        out += holdout_markdown(holdout)
     out += ["## Points", ""] + markdown_table(*points_table(rows, keys)) + [""]
     best = best_points(rows, best_metric_names(rows, objective))
     if best:
@@ -293,8 +304,14 @@ def summary_markdown(
     return "\n".join(out)
 
 
-def summary_csv(rows: Sequence[SweepRow], keys: Sequence[str]) -> str:
-    """Every point with every overall metric (not per tier, not index statistics), for spreadsheets."""
+def summary_csv(rows: Sequence[SweepRow], keys: Sequence[str], holdout: Any = None) -> str:
+    """Every point with every overall metric (not per tier, not index statistics), for spreadsheets;
+    a dev-split sweep's hold-out re-runs last (status HOLDOUT, measured on the test split)."""
+    rows = list(rows)
+    for run in (holdout.best, holdout.default) if holdout is not None else ():
+        if run is not None and run.run_id and run.metrics:
+            name = f"holdout {run.which} (test split)"
+            rows.append(SweepRow(None, run.run_id, name, "HOLDOUT", {}, run.metrics))
     metric_names = sorted({n for r in rows for n in r.metrics if not n.startswith(("tier/", "index/"))})
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
