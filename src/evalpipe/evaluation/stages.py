@@ -215,6 +215,7 @@ def judge(state: RunState) -> None:
 
 def record(state: RunState) -> None:
     """Save the run (files, metrics, params, tags, status) in its output dir before any upload."""
+    from evalpipe.corpus import corpus_metrics
     from evalpipe.fixture_check.summary import difficulty_metrics
     from evalpipe.reporting import tracking
 
@@ -247,6 +248,7 @@ def record(state: RunState) -> None:
         **(flat_metrics(scores) if scores is not None else {}),
         **named(state.figures),
         **difficulty_metrics(fixture),  # what the recall figures are measured on
+        **corpus_metrics(fixture.corpus),  # and over what: units by kind, tests, relations
     }
     if judged is not None:  # objective=judged_recall_at_5 works too
         metrics.update(judged.metrics)
