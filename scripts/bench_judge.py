@@ -80,14 +80,19 @@ def main(argv: list[str] | None = None) -> int:
         metrics = {
             name: client.get_run(rid).data.metrics for name, rid in run_ids.items() if name != "warm-up"
         }
-        head = ("run", "wall s", "questions", "calls", "cached", "judge s", "R@5", "judged R@5")
-        print("{:10} {:>8} {:>10} {:>7} {:>7} {:>8} {:>7} {:>11}".format(*head))
+        head = ("run", "wall s", "questions", "calls", "cached", "judge s", "R@5", "judged R@5", "coverage")
+        print("{:10} {:>8} {:>10} {:>7} {:>7} {:>8} {:>7} {:>11} {:>9}".format(*head))
         for name, m in metrics.items():
             cells = [m.get(f"judge/{k}", 0.0) for k in ("questions", "calls", "cache_hits", "seconds")]
             strict = m.get("recall_at_5", 0.0)
+            judged = m.get("judged_recall_at_5")
+            partial = m.get("partial_judged_recall_at_5")
+            shown = "—" if partial is None else f"≥{partial:.3f}"
+            shown = f"{judged:.3f}" if judged is not None else shown
+            cover = f"{m['judge/coverage']:9.1%}" if "judge/coverage" in m else f"{'—':>9}"
             print(
                 f"{name:10} {walls[name]:8.2f} {cells[0]:10.0f} {cells[1]:7.0f} {cells[2]:7.0f} "
-                f"{cells[3]:8.2f} {strict:7.3f} {m.get('judged_recall_at_5', strict):11.3f}"
+                f"{cells[3]:8.2f} {strict:7.3f} {shown:>11} {cover}"
             )
         first, again = metrics["judged"], metrics["repeat"]
         calls = max(first["judge/calls"], 1.0)

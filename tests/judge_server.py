@@ -3,8 +3,16 @@
 Deterministic answers, so judge tests need no network and no model: a unit is
 relevant iff its ID (read from the prompt's `ID:` line) contains `marker`. Unit IDs
 can also ask for trouble: `flaky` answers 429 then 500 before succeeding, `slow`
-sleeps past the client's timeout, `garbage` answers prose instead of JSON, and
-`denied` answers 401. Every request is recorded for the tests to inspect.
+sleeps past the client's timeout, `garbage` answers prose instead of JSON, `broken`
+answers 500, and `denied` answers 401. Every request is recorded for the tests to
+inspect.
+
+Whole-server misbehaviour, for the run-level tests: `hang="questions"` answers the
+probe (a prompt without an `ID:` line) but never a question, `hang="all"` answers
+nothing (until the server is closed); `deny_all` answers 401 to everything, the model
+`missing` 404; `question_status=N` answers the probe but every question with HTTP N
+(500: as `broken`); `echo_key` puts the credentials it received (the API key and
+Authorization headers) into every error message and every reason, as careless servers do.
 """
 
 from __future__ import annotations
@@ -18,10 +26,24 @@ from typing import Any
 
 
 class JudgeServer:
-    def __init__(self, marker: str = "merge", slow_seconds: float = 2.0, flaky_failures: int = 2):
+    def __init__(
+        self,
+        marker: str = "merge",
+        slow_seconds: float = 2.0,
+        flaky_failures: int = 2,
+        hang: str = "",
+        deny_all: bool = False,
+        question_status: int = 0,
+        echo_key: bool = False,
+    ):
         self.marker = marker
         self.slow_seconds = slow_seconds
         self.flaky_failures = flaky_failures
+        self.hang = hang
+        self.deny_all = deny_all
+        self.question_status = question_status
+        self.echo_key = echo_key
+        self.released = threading.Event()  # set on close: hung handlers return
         self.requests: list[dict[str, Any]] = []  # {"path", "body", "headers"} of every request
         self._failures: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -41,7 +63,7 @@ class JudgeServer:
                             "headers": {k.lower(): v for k, v in self.headers.items()},
                         }
                     )
-                status, payload = server.answer(self.path, body)
+                status, payload = server.answer(self.path, body, server.requests[-1]["headers"])
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)
@@ -72,6 +94,7 @@ class JudgeServer:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -86,12 +109,30 @@ class JudgeServer:
             if m["role"] == "user"
         )
 
-    def answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def questions(self) -> int:
+        """Requests that asked about a unit (not the probe)."""
+        return sum(bool(re.search(r"^ID: ", self.prompt_of(r["body"]), re.MULTILINE)) for r in self.requests)
+
+    def answer(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
         prompt = self.prompt_of(body)
         found = re.search(r"^ID: (.*)$", prompt, re.MULTILINE)
         unit_id = found.group(1).strip() if found else ""
-        if "denied" in unit_id:
-            return 401, {"error": {"message": "invalid api key", "type": "authentication_error"}}
+        creds = " ".join(headers.get(h, "") for h in ("authorization", "x-api-key", "api-key"))
+        echo = f" (you sent {creds.strip()})" if self.echo_key else ""
+        if self.hang == "all" or (self.hang == "questions" and found):
+            self.released.wait()
+            return 503, {"error": {"message": "shutting down", "type": "overloaded"}}
+        if body.get("model") == "missing":
+            return 404, {
+                "error": {"message": "The model `missing` does not exist", "type": "not_found_error"}
+            }
+        if "denied" in unit_id or self.deny_all:
+            return 401, {"error": {"message": "invalid api key" + echo, "type": "authentication_error"}}
+        if "broken" in unit_id or (found and self.question_status):
+            if self.question_status and self.question_status != 500:
+                status = self.question_status
+                return status, {"error": {"message": f"refused{echo}", "type": "invalid_request_error"}}
+            return 500, {"error": {"message": "internal error" + echo, "type": "api_error"}}
         if "flaky" in unit_id:
             with self._lock:
                 seen = self._failures.get(unit_id, 0)
@@ -104,7 +145,7 @@ class JudgeServer:
             text = "I think this one is probably fine."
         else:
             relevant = self.marker in unit_id
-            reason = f"the unit {'does' if relevant else 'does not'} contain {self.marker}"
+            reason = f"the unit {'does' if relevant else 'does not'} contain {self.marker}{echo}"
             text = "```json\n" + json.dumps({"relevant": relevant, "reason": reason}) + "\n```"
         tokens_in, tokens_out = len(prompt.split()), len(text.split())
         if path.endswith("/chat/completions"):

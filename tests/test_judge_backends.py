@@ -79,7 +79,7 @@ def test_requests_parsing_retries_and_malformed_answers(server, tmp_path, backen
     # Prose instead of JSON: a clear per-pair error.
     assert v["e.py::garbage"].verdict is None and v["e.py::garbage"].error.startswith("malformed answer")
 
-    assert (stats.questions, stats.calls, stats.cache_hits, stats.errors, stats.unjudged) == (4, 4, 0, 1, 0)
+    assert (stats.questions, stats.calls, stats.cache_hits, stats.errors, stats.unjudged) == (4, 4, 0, 1, 1)
     assert stats.tokens_in > 0 and stats.tokens_out > 0 and not stats.budget_reached
 
 
@@ -134,7 +134,7 @@ def test_a_rejected_key_stops_judging_instead_of_failing_every_pair(server, tmp_
     judge = make_judge(server, "openai", tmp_path, concurrency=1, max_retries=0)
     verdicts, stats = judge.ask_all(pairs(ids), units, COUNT)
     assert stats.stopped.startswith("judging stopped after AuthenticationError")
-    assert (stats.calls, stats.errors, stats.unjudged) == (1, 1, 6)
+    assert (stats.calls, stats.errors, stats.not_asked, stats.unjudged) == (1, 1, 6, 7)
     assert verdicts[("c1", ids[1])].error.startswith("not judged: judging stopped after AuthenticationError")
     assert len(server.requests) == 1
 
@@ -172,7 +172,15 @@ def test_run_judge_marks_misses_and_scores_both_ways(server, tmp_path):
     cal = out.calibration
     assert cal is not None and cal.n == 4 and cal.tp == 0
     assert out.metrics["judge/calls"] == len(server.requests)
-    assert out.tags == {"evalpipe.judge": "openai:judge-model", "evalpipe.judge_prompt": judge.prompt.version}
+    assert out.tags == {
+        "evalpipe.judge": "openai:judge-model",
+        "evalpipe.judge_prompt": judge.prompt.version,
+        "evalpipe.judge_server": server.url + "/v1",
+        "evalpipe.judge_coverage": "1.0000",
+        "evalpipe.judged": "full",
+    }
+    # c1: merge_a and o.py::y above the expected ID; c2: o.py::y and o.py::w (not found): 4 pairs, all judged.
+    assert (out.metrics["judge/coverage"], out.metrics["judge/pairs"]) == (1.0, 4.0)
     table = {"case_id": ["c1", "c2", "c3"]}
     out.add_columns(table)
     assert table["judged_hit"] == [True, False, None]

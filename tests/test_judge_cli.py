@@ -80,18 +80,31 @@ def test_judged_figures_beside_strict_ones_logged_and_cached(tiny, tracking_uri)
         ]
         first = run_cli(tiny, "out1", *args)
         assert first.returncode == 0, first.stderr
-        assert server.calls("/v1/chat/completions") == 2
+        assert server.calls("/v1/chat/completions") == 1 + 2  # the probe, then two questions
         second = run_cli(tiny, "out2", *args)
         assert second.returncode == 0, second.stderr
-        assert server.calls() == 2  # the identical second run asked nothing
+        assert server.calls() == 3 + 1  # the identical second run only probed
 
     out = first.stdout
     assert "strict vs judged" in out
     row = next(line for line in out.splitlines() if line.strip().startswith("all "))
-    assert row.split() == ["all", "3", "66.7%", "100.0%", "66.7%", "100.0%", "0.667", "1.000"]
-    assert "Judged by openai:m with prompt relevance_v1@" in out
-    assert "2 questions, 2 calls, 0 cached, 1 relevant" in out
-    assert "2 questions, 0 calls, 2 cached, 1 relevant" in second.stdout
+    assert row.split() == [
+        "all",
+        "3",
+        "66.7%",
+        "100.0%",
+        "66.7%",
+        "100.0%",
+        "0.667",
+        "1.000",
+        "100.0%",
+        "(2/2)",
+    ]
+    assert f"Judged by openai:m at {server.url}/v1 with prompt relevance_v1@" in out
+    assert "2 questions, budget 500, 2 calls, 0 cached, 1 relevant" in out
+    assert "2 questions, budget 500, 0 calls, 2 cached, 1 relevant" in second.stdout
+    assert "judge/coverage 100.0% (2 of 2 pairs; exact 100.0%, concept 100.0%)" in out
+    assert f"judge: 2 questions for openai:m at {server.url}/v1, budget 500" in first.stderr
 
     client = MlflowClient(tracking_uri=tracking_uri)
     ids = [re.search(r"run ([0-9a-f]{32})", p.stdout).group(1) for p in (first, second)]
@@ -146,7 +159,7 @@ def test_bad_judge_settings_exit_2_before_any_run(tiny, tracking_uri):
     )
     assert cache.returncode == 2
     [line] = cache.stderr.strip().splitlines()
-    assert line.startswith("evalpipe: error: cannot open the judge cache") and "judge.cache_dir" in line
+    assert line.startswith("evalpipe: error: cannot write the judge cache") and "judge.cache_dir" in line
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -110,8 +111,10 @@ def test_the_gold_fixture_merges_with_only_added_lines(tmp_path):
     out, added, _ = merge(tmp_path / "gold.yaml", tmp_path / "j.tsv", None)
     assert out == tmp_path / f"gold_v{new_version}.yaml"
     old, new = gold.splitlines(), out.read_text().splitlines()
-    assert added == 1 and len(new) == len(old) + 2
+    assert added == 1 and len(new) == len(old) + 3
+    today = date.today().isoformat()
     assert [line for line in new if line not in old] == [
+        f"# provenance: judge unknown judge, prompt unknown prompt, judged unknown date, merged {today}",
         f"# version {new_version}: 1 reviewed judge verdicts merged from j.tsv",
         f"version: {new_version}",
         f"  - {unit}  # judged: close",
@@ -153,3 +156,46 @@ def test_cli_merges_and_exits_2_on_bad_input(tiny):
     assert bad.stderr.strip().splitlines() == [
         "evalpipe: error: missing.tsv: no such file (the judged.tsv written by a run with a judge)"
     ]
+
+
+def test_output_in_another_folder_loads_and_records_who_judged(tiny):
+    """-o DIR: the relative corpus path is rewritten to resolve from DIR (the merged fixture loads
+    from there, wherever the command was run), and the judge, prompt and dates are recorded."""
+    header = "# judge: openai:gpt-x; prompt: relevance_v1@1234abcd; judged: 2026-11-30T10:00:00Z\n"
+    (tiny / "judged.tsv").write_text(header + TSV)
+    (tiny / "elsewhere" / "deeper").mkdir(parents=True)
+    out, added, _ = merge(tiny / "fx.yaml", tiny / "judged.tsv", tiny / "elsewhere" / "deeper")
+    assert out == tiny / "elsewhere" / "deeper" / "fx_v4.yaml" and added == 5
+    text = out.read_text()
+    assert "corpus: ../../corpus.jsonl\n" in text
+    today = date.today().isoformat()
+    assert (
+        "# provenance: judge openai:gpt-x, prompt relevance_v1@1234abcd, judged 2026-11-30T10:00:00Z, "
+        f"merged {today}\n# version 4: 5 reviewed judge verdicts merged from judged.tsv\nversion: 4\n"
+    ) in text
+    # It loads from a working directory that is neither folder (the loader tries the fixture's first).
+    cwd = os.getcwd()
+    os.chdir(tiny / "elsewhere")
+    try:
+        fx = load_fixture(out)
+    finally:
+        os.chdir(cwd)
+    assert len(fx.corpus) == len(TINY_UNITS) and str(fx.version) == "4"
+    # Beside the original the path needs no change; an absolute path never does.
+    same, _, _ = merge(tiny / "fx.yaml", tiny / "judged.tsv", tiny / "fx_same.yaml")
+    assert "corpus: corpus.jsonl\n" in same.read_text()
+    (tiny / "abs.yaml").write_text(FIXTURE.replace("corpus.jsonl", str(tiny / "corpus.jsonl")))
+    moved, _, _ = merge(tiny / "abs.yaml", tiny / "judged.tsv", tiny / "elsewhere" / "abs_v4.yaml")
+    assert f"corpus: {tiny / 'corpus.jsonl'}\n" in moved.read_text()
+
+
+def test_cli_output_folder_says_the_corpus_path_was_rewritten(tiny):
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'tests'}"}
+    cmd = [sys.executable, "-m", "evalpipe", "merge-judgements", "fx.yaml", "judged.tsv", "-o", "v4/"]
+    ok = subprocess.run(cmd, cwd=tiny, capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines() == [
+        "merged 5 judged IDs into v4/fx_v4.yaml; 1 already labelled, skipped",
+        "corpus path rewritten for v4: corpus.jsonl -> ../corpus.jsonl",
+    ]
+    assert len(load_fixture(tiny / "v4" / "fx_v4.yaml").cases) == 5

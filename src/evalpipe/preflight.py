@@ -175,9 +175,9 @@ def produced_metric_names(
     scores = score_results(results, ks, families, tiers=fixture.tiers)
     names = set(flat_metrics(scores)) | set(RUN_FIGURES)
     if judged:
-        from evalpipe.judge.judged_metrics import judged_scores
+        from evalpipe.judge.judged_metrics import figure_names
 
-        names |= set(judged_scores(results, ks, (), fixture.tiers).flat())
+        names |= figure_names(results, ks, fixture.tiers)  # judged_* and, below full coverage, partial_*
     return {metric_name(n) for n in names}  # as logged: `ir/map_at_5` (check_objective accepts bare names)
 
 

@@ -331,7 +331,12 @@ def report(state: RunState) -> float:
         if not state.job.sweep_id:
             raise SystemExit(state.failure.code)
         return float("nan")
-    return float(lookup(state.metrics, state.objective) or 0.0)
+    judged = state.judged
+    value, refused = judged.objective(state.objective) if judged is not None else (None, "")
+    if refused:  # a judged objective below full coverage (docs/metrics.md#coverage-and-the-budget)
+        print(f"evalpipe: warning: {mask_text(refused)}", file=sys.stderr)
+        return float("nan")
+    return float(value if value is not None else lookup(state.metrics, state.objective) or 0.0)
 
 
 def print_offline_end(console, row: ReportRow, fixture: Fixture, ks, notes, after_tables) -> None:

@@ -64,6 +64,7 @@ class OpenAIChatBackend:
             base_url=settings.base_url or None,
             timeout=settings.timeout,
             max_retries=settings.max_retries,
+            default_headers=settings.headers or None,
         )
 
     def ask(self, prompt: str) -> Reply:
@@ -97,6 +98,7 @@ class AnthropicBackend:
             base_url=settings.base_url or None,
             timeout=settings.timeout,
             max_retries=settings.max_retries,
+            default_headers=settings.headers or None,
         )
         self.takes_temperature = "temperature" in inspect.signature(self.client.messages.create).parameters
 

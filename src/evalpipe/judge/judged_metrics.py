@@ -16,6 +16,9 @@ from evalpipe.scoring import metrics
 from evalpipe.scoring.results import CaseResult
 
 PREFIX = "judged_"
+# Below full coverage a judged figure is a lower bound and is logged under this prefix instead, so
+# nothing that reads `judged_*` (a sweep objective, a dashboard) can mistake it for the figure.
+PARTIAL = "partial_"
 
 
 @dataclass(frozen=True)
@@ -26,10 +29,18 @@ class JudgedScores:
     first_rank: np.ndarray  # 1-based rank of the first strict-or-judged hit, 0 if none
     labelled: np.ndarray  # bool per case: has labels, so is in the means (as strict `judged_cases`)
 
-    def flat(self) -> dict[str, float]:
-        out = dict(self.overall)
-        for tier, figures in self.per_tier.items():
-            out.update({f"tier/{tier}/{name}": value for name, value in figures.items()})
+    def flat(self, states: Mapping[str, str] | None = None) -> dict[str, float]:
+        """Every figure under its logged name. `states` ("full", "partial" or "none" for "all" and
+        each tier, from the coverage): partial figures get the `partial_` prefix, "none" are left out."""
+        states = states or {}
+        out = {}
+        for scope, figures in [("all", self.overall), *self.per_tier.items()]:
+            state = states.get(scope, "full")
+            if state == "none":
+                continue
+            lead = "" if scope == "all" else f"tier/{scope}/"
+            mark = PARTIAL if state == "partial" else ""
+            out.update({f"{lead}{mark}{name}": value for name, value in figures.items()})
         return out
 
 
@@ -74,6 +85,14 @@ def judged_scores(
         if mask.any():
             per_tier[tier] = _prefixed(metrics.aggregate(raw, mask))
     return JudgedScores(overall, per_tier, _prefixed(raw), first_rank, answerable)
+
+
+def figure_names(results: Sequence[CaseResult], ks: Sequence[int], tiers: Sequence[str] | None) -> set[str]:
+    """Every judged figure name a run may log, full and partial (what an objective may name)."""
+    scores = judged_scores(results, ks, (), tiers)
+    names = set(scores.flat())
+    names |= set(scores.flat({"all": "partial", **{t: "partial" for t in scores.per_tier}}))
+    return names
 
 
 def _prefixed(table: Mapping):

@@ -11,12 +11,20 @@ layout survive: each new ID is added to its case's `expected` list or mapping
 (block entries carry the judge's reason as a comment), and `version` goes up by one.
 The result is parsed back and must equal the intended fixture exactly, and it is
 validated like any fixture (unknown case or unit IDs exit 2 naming the TSV line).
+
+Two things make the new file stand on its own: a relative `corpus:` path is
+rewritten for the output's folder (`-o` may name a file or a folder), so the merged
+fixture loads from wherever it was written; and a provenance comment above `version`
+records the judge (backend:model), its prompt version and the date it judged (from
+the judged.tsv header), and the date of the merge.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,6 +73,36 @@ def read_verdicts(path: Path) -> list[Row]:
         if grade >= 1:
             rows.append(Row(n, rec["case_id"], rec["unit_id"], grade, rec.get("reason") or ""))
     return rows
+
+
+@dataclass(frozen=True)
+class Provenance:
+    judge: str = "unknown judge"
+    prompt: str = "unknown prompt"
+    judged: str = "unknown date"
+
+    def comment(self, merged: str) -> str:
+        return f"provenance: judge {self.judge}, prompt {self.prompt}, judged {self.judged}, merged {merged}"
+
+
+_HEADER = re.compile(
+    r"^#\s*judge:\s*(?P<judge>[^;]+);\s*prompt:\s*(?P<prompt>[^;]+);\s*judged:\s*(?P<date>\S+)"
+)
+_OLD_HEADER = re.compile(r"^#\s*Positive verdicts of (?P<judge>\S+), prompt (?P<prompt>[^,\s]+)")
+
+
+def read_provenance(path: Path) -> Provenance:
+    """Who judged, with which prompt and when, from the comment lines a run writes atop judged.tsv."""
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        if not raw.lstrip().startswith("#"):
+            break
+        m = _HEADER.match(raw.strip())
+        if m:
+            return Provenance(m["judge"].strip(), m["prompt"].strip(), m["date"].strip())
+        m = _OLD_HEADER.match(raw.strip())
+        if m:
+            return Provenance(m["judge"], m["prompt"])
+    return Provenance()
 
 
 def _plain(value: str) -> str:
@@ -133,20 +171,56 @@ def _case_edit(text: str, case: yaml.MappingNode, add: list[Row], where: str) ->
     return at, at, prefix + "".join(lines)
 
 
-def _version_edit(text: str, root: yaml.MappingNode, version: Any, note: str) -> tuple[int, int, str]:
+def _version_edit(text: str, root: yaml.MappingNode, version: Any, notes: list[str]) -> tuple[int, int, str]:
+    lead = "".join(f"# {n}\n" for n in notes)
     found = _mapping_get(root, "version")
     if found is not None:
         key, value = found
         start = _line_start(text, key.start_mark.index)
-        return start, value.end_mark.index, f"# {note}\nversion: {version}"
+        return start, value.end_mark.index, f"{lead}version: {version}"
     cases_key = _mapping_get(root, "cases")
     assert cases_key is not None
     start = _line_start(text, cases_key[0].start_mark.index)
-    return start, start, f"# {note}\nversion: {version}\n"
+    return start, start, f"{lead}version: {version}\n"
 
 
-def merge_text(text: str, rows: Sequence[Row], where: str, tsv_name: str, version: Any = None):
-    """The fixture text with the rows merged, the intended data, and what was skipped as already there."""
+def _corpus_edit(root: yaml.MappingNode, new: str) -> tuple[int, int, str]:
+    found = _mapping_get(root, "corpus")
+    assert found is not None and isinstance(found[1], yaml.ScalarNode)
+    node = found[1]
+    return node.start_mark.index, node.end_mark.index, _plain(new)
+
+
+def corpus_for(ref: str, fixture: Path, output: Path) -> str | None:
+    """The `corpus:` value that names the same file from `output`'s folder; None if `ref` still does.
+
+    The loader resolves a relative path against the fixture's folder first (then the working
+    directory, then the project root), so the new value is the path relative to the new folder."""
+    from evalpipe.paths import resolve_path
+
+    if not ref or Path(ref).expanduser().is_absolute():
+        return None
+    target = resolve_path(ref, base=fixture.parent)
+    here = output.parent.resolve()
+    if resolve_path(ref, base=here) == target and (here / Path(ref).expanduser()).exists():
+        return None
+    try:
+        return Path(os.path.relpath(target, here)).as_posix()
+    except ValueError:  # another drive (Windows): only an absolute path works
+        return target.as_posix()
+
+
+def merge_text(
+    text: str,
+    rows: Sequence[Row],
+    where: str,
+    tsv_name: str,
+    version: Any = None,
+    provenance: str = "",
+    corpus: str | None = None,
+):
+    """The fixture text with the rows merged, the intended data, and what was skipped as already there.
+    `provenance`: a comment line recorded above `version`; `corpus`: a new `corpus:` value."""
     data = yaml.safe_load(text)
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode) or "cases" not in data:
@@ -179,7 +253,10 @@ def merge_text(text: str, rows: Sequence[Row], where: str, tsv_name: str, versio
         version = (old or 1) + 1
     added = sum(len(v) for v in per_case.values())
     note = f"version {version}: {added} reviewed judge verdicts merged from {Path(tsv_name).name}"
-    edits = [_version_edit(text, root, version, note)]
+    edits = [_version_edit(text, root, version, [n for n in (provenance, note) if n])]
+    if corpus is not None:
+        edits.append(_corpus_edit(root, corpus))
+        data["corpus"] = corpus
     for cid, add in per_case.items():
         edits.append(_case_edit(text, cases_node.value[index[cid]], add, where))
         case = data["cases"][index[cid]]
@@ -196,7 +273,21 @@ def merge_text(text: str, rows: Sequence[Row], where: str, tsv_name: str, versio
     return text, data, skipped, added
 
 
-def merge(fixture: Path, tsv: Path, output: Path | None, version: Any = None) -> tuple[Path, int, list[Row]]:
+def output_path(fixture: Path, output: str | Path | None, version: Any) -> Path:
+    """`-o` as given; a folder (existing, or written with a trailing slash) gets the default name."""
+    name = f"{fixture.stem}_v{version}{fixture.suffix}"
+    if output is None:
+        return fixture.with_name(name)
+    if Path(output).is_dir() or str(output).endswith(("/", os.sep)):
+        return Path(output) / name
+    return Path(output)
+
+
+def merge(
+    fixture: Path, tsv: Path, output: str | Path | None, version: Any = None
+) -> tuple[Path, int, list[Row]]:
+    from datetime import date
+
     from evalpipe.corpus import CorpusError, load_jsonl_corpus
     from evalpipe.inputs.fixture import _case_lines, check_against_corpus, parse_cases
     from evalpipe.paths import resolve_path
@@ -204,12 +295,18 @@ def merge(fixture: Path, tsv: Path, output: Path | None, version: Any = None) ->
     if not fixture.is_file():
         raise EvalpipeError(f"{fixture}: no such fixture file")
     rows = read_verdicts(tsv)
+    source = fixture.read_text(encoding="utf-8")
+    _, data, _, _ = merge_text(source, rows, str(fixture), str(tsv), version)  # checks rows, finds version
+    out = output_path(fixture, output, data["version"])
+    ref = data.get("corpus")
+    corpus_ref = corpus_for(ref, fixture, out) if isinstance(ref, str) else None
+    note = read_provenance(tsv).comment(date.today().isoformat())
     text, data, skipped, added = merge_text(
-        fixture.read_text(encoding="utf-8"), rows, str(fixture), str(tsv), version
+        source, rows, str(fixture), str(tsv), data["version"], note, corpus_ref
     )
     cases = parse_cases(data["cases"], str(fixture), _case_lines(text))
     try:
-        corpus = load_jsonl_corpus(resolve_path(data.get("corpus") or "", base=fixture.parent))
+        corpus = load_jsonl_corpus(resolve_path(ref or "", base=fixture.parent))
     except CorpusError as exc:
         raise EvalpipeError(f"{fixture}: corpus: {exc}") from None
     missing = [r for r in rows if r.unit_id not in corpus]
@@ -218,8 +315,11 @@ def merge(fixture: Path, tsv: Path, output: Path | None, version: Any = None) ->
             f"{tsv}:{missing[0].line}: unit {missing[0].unit_id!r} is not in the fixture's corpus"
         )
     check_against_corpus(cases, corpus, str(fixture))
-    out = output or fixture.with_name(f"{fixture.stem}_v{data['version']}{fixture.suffix}")
-    out.write_text(text, encoding="utf-8")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise EvalpipeError(f"cannot write {out}: {exc.strerror or exc}") from None
     return out, added, skipped
 
 
@@ -232,7 +332,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "verdicts", type=Path, help="the reviewed judged.tsv (rows with grade >= 1 are merged)"
     )
-    parser.add_argument("-o", "--output", type=Path, help="new fixture file (default: <fixture>_v<N>.yaml)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        help="new fixture file, or a folder for <fixture>_v<N>.yaml (default: beside the fixture); "
+        "a relative corpus path is rewritten to resolve from there",
+    )
     parser.add_argument("--version", type=int, help="the new fixture version (default: the old one + 1)")
     args = parser.parse_args(argv)
     try:
@@ -242,4 +347,8 @@ def main(argv: Sequence[str]) -> int:
         return 2
     already = f"; {len(skipped)} already labelled, skipped" if skipped else ""
     print(f"merged {added} judged IDs into {out}{already}")
+    moved = yaml.safe_load(out.read_text(encoding="utf-8")).get("corpus")
+    original = yaml.safe_load(args.fixture.read_text(encoding="utf-8")).get("corpus")
+    if moved != original:
+        print(f"corpus path rewritten for {out.parent}: {original} -> {moved}")
     return 0

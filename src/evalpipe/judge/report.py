@@ -17,31 +17,57 @@ from evalpipe.reporting.report import DASH, markdown_table, pct
 TSV_COLUMNS = ("case_id", "unit_id", "grade", "rank", "reason")
 
 
-def comparison_table(
-    strict_overall: Mapping[str, float],
-    strict_tiers: Mapping[str, Mapping[str, float]],
-    judged_overall: Mapping[str, float],
-    judged_tiers: Mapping[str, Mapping[str, float]],
-    ks: Sequence[int],
-) -> tuple[list[str], list[list[str]]]:
-    """One row for all cases and one per tier; strict and judged side by side at each K and MRR."""
+PARTIAL_MARK = "≥"
+LEGEND = (
+    f"{PARTIAL_MARK} marks a partial judged figure: not every candidate that could change it was judged "
+    "(budget, errors or a stop), and an unjudged candidate counts as not relevant, so it is a lower "
+    f"bound; MLflow logs it as partial_judged_*. {DASH}: nothing judged."
+)
+
+
+def comparison_table(outcome: Any, ks: Sequence[int]) -> tuple[list[str], list[list[str]]]:
+    """One row for all cases and one per tier: strict and judged side by side at each K and MRR, and
+    the judge's coverage; a judged figure below full coverage is marked partial, and shown as `—`
+    when nothing of its slice was judged."""
+    strict_overall, strict_tiers = outcome.scores.overall, outcome.scores.per_tier
+    judged_overall, judged_tiers = outcome.judged.overall, outcome.judged.per_tier
+    cov = outcome.coverage
     header = ["slice", "cases"]
     for k in ks:
         header += [f"R@{k}", f"judged R@{k}"]
-    header += ["MRR", "judged MRR"]
+    header += ["MRR", "judged MRR", "judge coverage"]
     n_all = strict_overall.get("judged_cases", strict_overall.get("cases", 0.0))
-    rows = [("all", strict_overall, judged_overall, n_all)]
+    rows = [("all", strict_overall, judged_overall, n_all, cov.overall)]
     for tier, figures in strict_tiers.items():
         if tier in judged_tiers:
-            rows.append((tier, figures, judged_tiers[tier], figures.get("cases", 0.0)))
+            rows.append(
+                (tier, figures, judged_tiers[tier], figures.get("cases", 0.0), cov.per_tier.get(tier))
+            )
     body = []
-    for name, strict, judged, n in rows:
+    for name, strict, judged, n, part in rows:
+        state = part.state if part is not None else "full"
         line = [name, f"{n:.0f}"]
         for k in ks:
-            line += [_pct(strict.get(f"recall_at_{k}")), _pct(judged.get(f"judged_recall_at_{k}"))]
-        line += [_num(strict.get("mrr")), _num(judged.get("judged_mrr"))]
+            line += [
+                _pct(strict.get(f"recall_at_{k}")),
+                _judged(judged.get(f"judged_recall_at_{k}"), state, _pct),
+            ]
+        line += [_num(strict.get("mrr")), _judged(judged.get("judged_mrr"), state, _num)]
+        line.append(_coverage(part))
         body.append(line)
     return header, body
+
+
+def _judged(x: float | None, state: str, fmt: Any) -> str:
+    if x is None or state == "none":
+        return DASH
+    return fmt(x).strip() if state == "full" else PARTIAL_MARK + fmt(x).strip()
+
+
+def _coverage(part: Any) -> str:
+    if part is None:
+        return DASH
+    return f"{part.coverage:.1%} ({part.judged:,}/{part.pairs:,})"
 
 
 def _pct(x: float | None) -> str:
@@ -53,21 +79,30 @@ def _num(x: float | None) -> str:
 
 
 def summary_lines(outcome: Any) -> list[str]:
-    """Who judged, how much it cost, and (when asked) how it agreed with the labels."""
+    """Who judged, how much it judged and cost, and (when asked) how it agreed with the labels."""
     st = outcome.stats
     scope = "every unlabelled top-K candidate (pool)" if outcome.pool else "the misses' unlabelled candidates"
     lines = [
-        f"Judged by `{outcome.judge_label}` with prompt `{outcome.prompt_version}`, asked about {scope}: "
-        f"{st.questions} questions, {st.calls} calls, {st.cache_hits} cached, "
-        f"{len(outcome.positives)} relevant, {st.errors} errors, {st.unjudged} not judged "
-        f"({st.tokens_in} tokens in, {st.tokens_out} out, {st.seconds:.1f} s).",
+        f"Judged by `{outcome.judge_label}` at `{outcome.server}` with prompt `{outcome.prompt_version}`, "
+        f"asked about {scope}: {st.questions:,} questions, budget {st.budget:,}, {st.calls:,} calls, "
+        f"{st.cache_hits:,} cached, {len(outcome.positives):,} relevant, {st.errors:,} errors, "
+        f"{st.unjudged:,} not judged ({st.tokens_in:,} tokens in, {st.tokens_out:,} out, "
+        f"{st.seconds:.1f} s).",
+        outcome.coverage.line()
+        + (
+            ": the judged figures are complete."
+            if outcome.coverage.overall.full
+            else f": the judged figures are partial ({PARTIAL_MARK}, a lower bound)."
+        ),
     ]
     if st.budget_reached:
         lines.append(
-            f"The budget judge.max_calls={outcome.max_calls} was reached: {st.unjudged} left unjudged."
+            f"The budget judge.max_calls={st.budget:,} covers {st.questions - st.over_budget:,} of "
+            f"{st.questions:,} questions (taken in a fixed order, whatever the cache holds): "
+            f"{st.over_budget:,} not judged; raise judge.max_calls to judge them."
         )
     if st.stopped:
-        lines.append(st.stopped)
+        lines.append(st.stopped[0].upper() + st.stopped[1:] + ".")
     cal = outcome.calibration
     if cal is not None:
         lines.append(
@@ -79,9 +114,7 @@ def summary_lines(outcome: Any) -> list[str]:
 
 
 def markdown_section(outcome: Any, ks: Sequence[int]) -> str:
-    table = comparison_table(
-        outcome.scores.overall, outcome.scores.per_tier, outcome.judged.overall, outcome.judged.per_tier, ks
-    )
+    table = comparison_table(outcome, ks)
     out = ["## Judged figures", ""]
     out += [
         "Strict figures count only the fixture's labels; judged figures also count a candidate "
@@ -89,6 +122,8 @@ def markdown_section(outcome: Any, ks: Sequence[int]) -> str:
         "",
     ]
     out += summary_lines(outcome) + [""] + markdown_table(*table) + [""]
+    if not outcome.coverage.overall.full:
+        out += [LEGEND, ""]
     return "\n".join(out)
 
 
@@ -96,22 +131,27 @@ def print_section(console: Any, outcome: Any, ks: Sequence[int]) -> None:
     from rich import box
     from rich.table import Table
 
-    header, body = comparison_table(
-        outcome.scores.overall, outcome.scores.per_tier, outcome.judged.overall, outcome.judged.per_tier, ks
-    )
-    table = Table(title="strict vs judged", title_justify="left", box=box.SIMPLE_HEAD)
+    header, body = comparison_table(outcome, ks)
+    full = outcome.coverage.overall.full
+    title = "strict vs judged" if full else "strict vs judged (PARTIAL: judge coverage below 100%)"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for i, h in enumerate(header):
         table.add_column(h, justify="left" if i == 0 else "right")
     for row in body:
         table.add_row(*row)
     console.print(table)
-    for line in summary_lines(outcome):
-        console.print(line.replace("`", ""), highlight=False)
+    for line in summary_lines(outcome) + ([] if full else [LEGEND]):
+        console.print(line.replace("`", ""), highlight=False, soft_wrap=True)
+
+
+def not_judged_lines(reason: str) -> list[str]:
+    return [f"Not judged: {reason}. The strict figures are complete; no judged figure was computed."]
 
 
 def judged_tsv(outcome: Any) -> str:
     """The judge's positive verdicts, qrels-style, for review: delete a line (or set grade 0) to reject it."""
     head = [
+        f"# judge: {outcome.judge_label}; prompt: {outcome.prompt_version}; judged: {outcome.date}",
         f"# Positive verdicts of {outcome.judge_label}, prompt {outcome.prompt_version}, on the fixture's",
         "# unlabelled candidates. Review, delete rows you reject (or set grade 0), then merge:",
         "#   evalpipe merge-judgements FIXTURE.yaml judged.tsv -o FIXTURE_vN.yaml",

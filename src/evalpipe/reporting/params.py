@@ -20,7 +20,10 @@ MEASUREMENT_KEYS = ("ks", "metrics", "token_encoding")
 #: (the secret-masking rule covers the logged config; these are not even candidates).
 HYDRA_KEYS = ("_target_", "_partial_", "_convert_", "_recursive_", "_args_", "api_key")
 #: How a judge runs, not what it judges.
-JUDGE_RUNTIME = ("concurrency", "timeout", "max_retries", "cache_dir", "api_key_env", "base_url")
+JUDGE_RUNTIME = (
+    *("concurrency", "timeout", "max_retries", "cache_dir", "api_key_env", "base_url", "headers"),
+    *("max_failures", "probe_timeout", "cache_timeout", "required", "allow_partial"),
+)
 #: MLflow's limit on a param value.
 MAX_VALUE = 6000
 
