@@ -187,7 +187,8 @@ def test_cli_compares_marks_significance_writes_markdown_and_logs(store, tmp_pat
         (["--runs", "{base}", "{empty}"], "has no cases.json artifact"),
         (["--runs", "{base}", "{elsewhere}"], "share no case IDs"),
         (["--experiment", "evalpipe/tiny"], "has no cases.json artifact"),  # 'empty' is in it
-        (["--runs", "{base}", "--metrics", "ndcg_at_3"], "no per-case 'ndcg_at_3'"),
+        (["--runs", "{base}", "{better}", "--metrics", "ndcg_at_3"], "no per-case 'ndcg_at_3'"),
+        (["--runs", "{base}"], "nothing to compare: the given runs has 1 measured run (only 'base')"),
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line(store, capsys, args, message):

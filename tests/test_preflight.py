@@ -83,8 +83,9 @@ def test_fixture_loader_accepts_numeric_ids_and_custom_tiers(tmp_path, tiny_corp
 
 
 def test_ks_checks():
-    assert preflight.check_ks([20, 1, 5, 5]) == [1, 5, 20]
+    assert preflight.check_ks([20, 1, 5]) == [1, 5, 20]
     for bad, needle in [
+        ([20, 1, 5, 5], r"ks lists 5 more than once.*ks=\[1,5,20\]"),
         (5, r"ks=\[5\]"),
         ([], "empty"),
         ([0], "got 0"),

@@ -22,16 +22,21 @@ from evalpipe.safety import signals
 
 def evaluate(cfg: DictConfig) -> float:
     """Run one evaluation and return `cfg.objective` (so sweepers can optimise it)."""
-    if cfg.get("suite"):  # several fixtures, one child run each (evalpipe.suite.run)
-        from evalpipe.suite.run import evaluate_suite
+    with signals.handled():
+        if cfg.get("suite"):  # several fixtures, one child run each (evalpipe.suite.run)
+            from evalpipe.suite.run import evaluate_suite
 
-        return evaluate_suite(cfg)
+            return evaluate_suite(cfg)
+        return _stages(cfg)
+
+
+def _stages(cfg: DictConfig) -> float:
     state = stages.check(cfg)
     stages.open_store(state)
     reused = stages.reuse(state)
     if reused is not None:
         return reused
-    stages.start(state)
+    stages.start(state)  # an MLflow run is open from here: every way out ends it
     stages.guarded(state, stages.measure)
     stages.guarded(state, stages.judge)
     with signals.deferred():  # a second Ctrl-C must not cost what the first one saves

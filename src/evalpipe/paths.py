@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -20,5 +21,14 @@ def resolve_path(path: str | Path, base: str | Path | None = None) -> Path:
     candidates += [Path.cwd() / p, PROJECT_ROOT / p]
     for c in candidates:
         if c.exists():
-            return c.resolve()
-    return candidates[0].resolve()
+            return _resolved(c)
+    # Not there: the path as given, made absolute but not resolved, so that the error can say
+    # what it is (a broken symbolic link, a link loop) rather than where a link pointed.
+    return Path(os.path.abspath(candidates[0]))
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):  # a symbolic link loop: left for the reader's error to name
+        return Path(os.path.abspath(path))

@@ -23,7 +23,9 @@ from evalpipe.safety.errors import EvalpipeError
 #: Largest K accepted: scoring keeps a cases x max(ks) matrix, and nobody reads recall@1e9.
 MAX_K = 100_000
 #: Boolean switches of the top-level config.
-SWITCHES = ("force", "progress", "allow_skipped")
+#: Settings that are true or false and nothing else (dotted keys): a value such as "no" or 1
+#: would otherwise be read by its truthiness ("no" is true), the opposite of what was asked.
+SWITCHES = ("force", "progress", "allow_skipped", "traces", "tracking.offline", "sweep.holdout")
 #: Figures every run logs besides the ranking metrics (see evaluation.measure).
 RUN_FIGURES = ("index_build_seconds", "corpus_units", "eval_seconds", "peak_memory_mb", "unknown_ids")
 DEFAULT_OBJECTIVE = "recall_at_5"
@@ -76,6 +78,13 @@ def check_ks(raw: Any) -> list[int]:
             raise ConfigError(f"ks must hold positive integers, got {k!r} in {list(raw)!r} ({example})")
         if k > MAX_K:
             raise ConfigError(f"ks: cutoff {k} is larger than the maximum {MAX_K}")
+    repeated = sorted({k for k in raw if list(raw).count(k) > 1})
+    if repeated:
+        once = ",".join(str(k) for k in sorted(set(raw)))
+        raise ConfigError(
+            f"ks lists {', '.join(map(str, repeated))} more than once in {list(raw)!r}: "
+            f"give each cutoff once (ks=[{once}])"
+        )
     return sorted(set(raw))
 
 
@@ -97,9 +106,11 @@ def check_metrics(raw: Any) -> list[str]:
 
 def check_switches(resolved: Mapping[str, Any]) -> None:
     for key in SWITCHES:
-        value = resolved.get(key)
-        if value is not None and not isinstance(value, bool):
-            raise ConfigError(f"{key} must be true or false, got {value!r}")
+        node: Any = resolved
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is not None and not isinstance(node, bool):
+            raise ConfigError(f"{key} must be true or false, got {node!r} (e.g. {key}=true)")
 
 
 def check_plots(raw: Any) -> None:
@@ -286,7 +297,7 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
         produced_metric_names(fixture, ks, families, judged),
         explicit or is_multirun(),
     )
-    warnings = split_warnings + check_ranker_inputs(ranker, fixture)
+    warnings = [*fixture.notes, *split_warnings, *check_ranker_inputs(ranker, fixture)]
     return Checked(
         resolved=resolved,
         ks=ks,
@@ -300,3 +311,53 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
         warnings=tuple(warnings),
         split=settings,
     )
+
+
+def check_sweep(cfg: DictConfig, swept: Sequence[str] = ()) -> None:
+    """What a sweep's parent can check before it opens the store or creates its run: the switches,
+    ks, metrics and (when the fixture is not swept and builds) the objective. Each job still runs
+    `check` on its own config; this only keeps bad input from leaving a parent run behind."""
+    with_hydra = cfg.get("hydra")
+    if with_hydra is not None and with_hydra.get("sweep") is not None:
+        check_output_dir(str(with_hydra.sweep.dir))
+    body = {k: v for k, v in cfg.items() if k != "hydra"}
+    try:
+        resolved = OmegaConf.to_container(OmegaConf.create(body), resolve=True)
+    except Exception:  # e.g. a swept key left ??? in the base config: the jobs say so, one each
+        return
+    assert isinstance(resolved, dict)
+    check_switches(resolved)
+    ks = check_ks(resolved.get("ks"))
+    families = check_metrics(resolved.get("metrics"))
+    if any(k == "fixture" or k.startswith("fixture.") for k in swept):
+        return
+    from evalpipe.inputs import fixture_memo, split
+
+    try:
+        loader = split.without_split_keys(resolved["fixture"])
+        fixture = fixture_memo.load_once(loader, lambda: build(OmegaConf.create(loader), "fixture"))
+    except EvalpipeError:
+        return  # the jobs report a bad fixture, one line each, before their first case
+    judge = resolved.get("judge")
+    judged = isinstance(judge, dict) and str(judge.get("backend") or "none") != "none"
+    check_objective(resolved.get("objective"), produced_metric_names(fixture, ks, families, judged), True)
+
+
+def check_output_dir(path: str) -> None:
+    """A sweep's folder must be creatable and writable before the sweep records anything."""
+    import os
+    from pathlib import Path
+
+    from evalpipe.safety.hydra_errors import os_error_line
+
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        probe = Path(path) / ".evalpipe-write-check"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = path
+        raise ConfigError(os_error_line(exc)) from None
+    if not os.access(path, os.W_OK):
+        raise ConfigError(f"cannot write the sweep's folder {path!r}: choose a writable hydra.sweep.dir=...")

@@ -162,6 +162,10 @@ def start(state: RunState) -> None:
         rec.start(state.tags)
     except MlflowException as exc:
         fail(f"cannot start an MLflow run in {state.tracker.uri}: {exc}", code=1)
+    except BaseException as exc:  # a signal while the run is being created: nothing measured yet
+        if signals.is_interrupt(exc):
+            rec.abandon("KILLED")
+        raise
 
 
 def guarded(state: RunState, stage: Callable[[RunState], None]) -> None:
@@ -211,6 +215,7 @@ def judge(state: RunState) -> None:
 
 def record(state: RunState) -> None:
     """Save the run (files, metrics, params, tags, status) in its output dir before any upload."""
+    from evalpipe.corpus import corpus_metrics
     from evalpipe.fixture_check.summary import difficulty_metrics
     from evalpipe.reporting import tracking
 
@@ -243,6 +248,7 @@ def record(state: RunState) -> None:
         **(flat_metrics(scores) if scores is not None else {}),
         **named(state.figures),
         **difficulty_metrics(fixture),  # what the recall figures are measured on
+        **corpus_metrics(fixture.corpus),  # and over what: units by kind, tests, relations
     }
     if judged is not None:  # objective=judged_recall_at_5 works too
         metrics.update(judged.metrics)

@@ -96,6 +96,24 @@ def build_cases(
     )
 
 
+def dropped_queries_notes(
+    qrels: dict[str, dict[str, int]], queries: dict[str, str], where: str
+) -> tuple[str, ...]:
+    """Judged queries that cannot become cases, counted with examples (never dropped without a word)."""
+    notes = []
+    absent = [q for q in qrels if q not in queries]
+    blank = [q for q in qrels if q in queries and not queries[q].strip()]
+    for ids, why in ((absent, "are not in the queries file"), (blank, "have an empty query text")):
+        if ids:
+            examples = ", ".join(repr(q) for q in ids[:3]) + (", ..." if len(ids) > 3 else "")
+            notes.append(
+                f"{where}: {len(ids)} of {len(qrels)} judged queries {why} and are left out ({examples})"
+            )
+    if not any(queries.get(q, "").strip() for q in qrels):
+        raise FixtureError(f"{where}: none of the {len(qrels)} judged queries has a query text")
+    return tuple(notes)
+
+
 def check_judged_ids(cases: tuple[Case, ...], corpus: Corpus, where: Path) -> None:
     """Relevant IDs missing from the corpus silently cap recall: refuse them."""
     unknown = sorted({d for c in cases for d, g in c.qrels.items() if g > 0 and d not in corpus})
@@ -158,6 +176,7 @@ def _load_beir(path: str | Path, qrels_split: str, tiers: str | None, name: str 
         raise FixtureError(str(exc)) from None
     queries = read_queries(queries_file, set(qrels))
     cases = build_cases(qrels, queries, read_tiers(tiers), str(qrels_file))
+    notes = dropped_queries_notes(qrels, queries, str(qrels_file))
     unknown = sorted({d for c in cases for d, g in c.qrels.items() if g > 0 and d not in corpus})
     if unknown:
         raise FixtureError(
@@ -170,6 +189,7 @@ def _load_beir(path: str | Path, qrels_split: str, tiers: str | None, name: str 
         source=str(folder),
         sha256=corpus.sha256,
         version=split,
+        notes=notes,
     )
 
 
@@ -204,7 +224,9 @@ def _load_trec(
         units = load_jsonl_corpus(cpath)
     except (TrecFormatError, CorpusError) as exc:
         raise FixtureError(str(exc)) from None
-    cases = build_cases(judged, read_queries(qpath, set(judged)), read_tiers(tiers), str(rpath))
+    texts = read_queries(qpath, set(judged))
+    cases = build_cases(judged, texts, read_tiers(tiers), str(rpath))
+    notes = dropped_queries_notes(judged, texts, str(rpath))
     check_judged_ids(cases, units, rpath)
     return Fixture(
         name=name or rpath.stem,
@@ -212,4 +234,5 @@ def _load_trec(
         corpus=units,
         source=str(rpath),
         sha256=combined_sha256(rpath, qpath, units),
+        notes=notes,
     )

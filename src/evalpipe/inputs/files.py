@@ -9,6 +9,7 @@ line naming the file and line, instead of a UnicodeDecodeError traceback.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 import zlib
@@ -31,6 +32,20 @@ class MissingInputError(EvalpipeError, FileNotFoundError):
 def require_file(path: Path, what: str, hint: str = "") -> Path:
     """`path` if it is a readable regular file, else a one-line error (`hint` says how to fix it)."""
     tail = f" ({hint})" if hint else ""
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise MissingInputError(
+                f"{what} {path} is a symbolic link loop (it points back at itself){tail}"
+            ) from None
+        if path.is_symlink():
+            target = os.readlink(path)
+            raise MissingInputError(
+                f"{what} {path} is a broken symbolic link (to {target!r}){tail}"
+            ) from None
+        if exc.errno == errno.EACCES:
+            raise InputFileError(f"{what} {path} cannot be reached (permission denied)") from None
     if path.is_dir():
         raise MissingInputError(f"{what} {path} is a directory, not a file{tail}")
     if not path.exists():

@@ -75,6 +75,8 @@ class Fixture:
     source: str = ""
     sha256: str = ""
     version: str = ""
+    # What loading left out, one line each (e.g. judged queries without text): shown with the run.
+    notes: tuple[str, ...] = ()
     #: The part of the cases measured (`evalpipe.inputs.split`): all, dev or test.
     split: str = "all"
     split_label: str = ""

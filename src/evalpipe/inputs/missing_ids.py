@@ -16,6 +16,7 @@ from typing import Protocol
 
 from evalpipe.corpus import Corpus
 from evalpipe.corpus.build import language_of
+from evalpipe.safety.errors import shown
 
 #: Nearest IDs suggested per missing ID.
 SUGGESTIONS = 3
@@ -58,8 +59,10 @@ def missing_ids_message(cases: Sequence[_Case], corpus: Corpus, where: str) -> s
         loc = f"line {case.line}, " if case.line else ""
         for uid in missing:
             near = nearest_ids(uid, corpus, by_file)
-            hint = f"nearest: {', '.join(near)}" if near else "no similar ID"
-            lines.append(f"{loc}case {case.id!r}: {uid} ({hint})")
+            hint = f"nearest: {', '.join(map(shown, near))}" if near else "no similar ID"
+            if near and uid.strip() in near:
+                hint += "; the IDs differ only in surrounding whitespace"
+            lines.append(f"{loc}case {case.id!r}: {shown(uid)} ({hint})")
             languages.add(language_of(_file_of(uid)) or "")
     for lang in sorted(languages - {""}):
         have = ", ".join(sorted(kinds.get(lang, ()))) or "none"

@@ -52,10 +52,57 @@ class StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+#: Most nodes a document may stand for once its aliases are expanded. A fixture of 100k cases
+#: is ~1M nodes; an "alias bomb" (aliases of aliases) stands for billions in a few lines.
+MAX_EXPANDED_NODES = 5_000_000
+
+
+def expanded_size(root: yaml.Node) -> int:
+    """How many nodes `root` stands for with every alias expanded, counted without expanding
+    (each node's size is computed once; an alias costs its target's size each time it is used)."""
+    sizes: dict[int, int] = {}
+    order: list[yaml.Node] = []
+    stack: list[yaml.Node] = [root]
+    while stack:  # post-order without recursion (deep documents must not hit the recursion limit)
+        node = stack.pop()
+        if id(node) in sizes:
+            continue
+        sizes[id(node)] = -1  # on the stack
+        order.append(node)
+        for child in _children(node):
+            if id(child) not in sizes:
+                stack.append(child)
+    for node in reversed(order):
+        total = 1 + sum(max(sizes.get(id(child), 0), 0) for child in _children(node))
+        sizes[id(node)] = min(total, MAX_EXPANDED_NODES + 1)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
 def parse(text: str, path: Path | str) -> Any:
     """Parse YAML text strictly; any error is a YAMLFileError `path:line: ...`."""
     try:
-        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+        loader = StrictLoader(text)
+        try:
+            root = loader.get_single_node()
+            if root is None:
+                return None
+            if expanded_size(root) > MAX_EXPANDED_NODES:
+                raise YAMLFileError(
+                    f"{path}:{root.start_mark.line + 1}: its aliases (*name) expand to more than "
+                    f"{MAX_EXPANDED_NODES:,} values (an alias bomb?): write the data out, or use fewer "
+                    "nested aliases"
+                )
+            return loader.construct_document(root)
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalpipe.safety.errors import EvalpipeError
+
 INFO_FILE = "run_info.json"
 FORMAT = 1
 #: Files uploaded as MLflow artifacts when run_info.json does not list them (cases.jsonl goes up
@@ -51,7 +53,17 @@ class SavedRun:
         path = self.directory / TABLE_FILE
         if not path.is_file():
             return None
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = []
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SavedRunError(f"{path}:{lineno}: truncated or not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise SavedRunError(f"{path}:{lineno}: a JSON {type(row).__name__}, not a case record")
+            rows.append(row)
         if not rows:
             return None
         return {key: [row.get(key) for row in rows] for key in rows[0]}
@@ -100,12 +112,71 @@ def update_info(directory: Path, **changes: Any) -> dict[str, Any]:
     return info
 
 
-def load_run(directory: Path) -> SavedRun:
-    def read(name: str) -> dict[str, Any]:
-        path = directory / name
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+class SavedRunError(EvalpipeError):
+    """A saved run whose files are half-written, truncated or not what evalpipe wrote."""
 
-    return SavedRun(directory, read(INFO_FILE), read("metrics.json"), read("params.json"), read("tags.json"))
+
+#: Fields every run_info.json evalpipe writes holds, with their types.
+INFO_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "local_id": str,
+    "experiment": str,
+    "run_name": str,
+    "status": str,
+    "start_time_ms": int,
+}
+RUN_STATUSES = ("FINISHED", "FAILED", "KILLED")
+
+
+def _read_json_object(path: Path, required: bool) -> dict[str, Any]:
+    """A JSON object from `path` ({} if absent and not required), or one line naming what is wrong."""
+    if not path.is_file():
+        if required:
+            raise SavedRunError(f"{path} is missing: this is not a saved evalpipe run")
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SavedRunError(f"{path}: not UTF-8 text (byte {exc.start}): the file is damaged") from None
+    except OSError as exc:
+        raise SavedRunError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    if not text.strip():
+        raise SavedRunError(
+            f"{path} is empty (the run was stopped while saving it?): re-run to measure it again"
+        )
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SavedRunError(
+            f"{path} is truncated or not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}): "
+            "it was not completely written; re-run to measure it again"
+        ) from None
+    if not isinstance(data, dict):
+        raise SavedRunError(f"{path} holds a JSON {type(data).__name__}, not the object evalpipe writes")
+    return data
+
+
+def load_run(directory: Path) -> SavedRun:
+    """The saved run in `directory`, its files checked for shape (SavedRunError names the file)."""
+    info = _read_json_object(directory / INFO_FILE, required=True)
+    where = directory / INFO_FILE
+    for key, kind in INFO_FIELDS.items():
+        if key not in info:
+            raise SavedRunError(f"{where}: no {key!r} field: this is not a run_info.json that evalpipe wrote")
+        if not isinstance(info[key], kind) or isinstance(info[key], bool):
+            raise SavedRunError(f"{where}: {key!r} is {info[key]!r}, not a {getattr(kind, '__name__', kind)}")
+    if info["status"] not in RUN_STATUSES:
+        raise SavedRunError(f"{where}: status {info['status']!r} is not one of {', '.join(RUN_STATUSES)}")
+    metrics = _read_json_object(directory / "metrics.json", required=False)
+    bad = [k for k, v in metrics.items() if isinstance(v, bool) or not isinstance(v, int | float)]
+    if bad:
+        raise SavedRunError(f"{directory / 'metrics.json'}: {bad[0]!r} is {metrics[bad[0]]!r}, not a number")
+    params = _read_json_object(directory / "params.json", required=False)
+    tags = _read_json_object(directory / "tags.json", required=False)
+    for name, values in (("params.json", params), ("tags.json", tags)):
+        bad = [k for k, v in values.items() if not isinstance(v, str)]
+        if bad:
+            raise SavedRunError(f"{directory / name}: {bad[0]!r} is {values[bad[0]]!r}, not text")
+    return SavedRun(directory, info, metrics, params, tags)
 
 
 def find_saved_runs(paths: Iterable[Path]) -> list[Path]:

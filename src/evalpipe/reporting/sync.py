@@ -145,9 +145,14 @@ def main(argv: list[str]) -> int:
         names = " ".join(str(d) for d in args.dirs)
         print(f"evalpipe: error: no saved run (run_info.json) in {names}", file=sys.stderr)
         return 2
-    failed = 0
+    failed = bad = False
     for directory in runs:
-        saved = load_run(directory)
+        try:
+            saved = load_run(directory)
+        except EvalpipeError as exc:  # half-written or foreign files: named, the others still go up
+            print(f"evalpipe: error: {exc}", file=sys.stderr)
+            bad = True
+            continue
         uri = target_uri(saved, args.tracking_uri)
         try:
             print(sync_one(saved, uri))
@@ -162,5 +167,5 @@ def main(argv: list[str]) -> int:
                 f"evalpipe: error: upload of {directory} failed: {type(exc).__name__}: {line}",
                 file=sys.stderr,
             )
-            failed += 1
-    return 1 if failed else 0
+            failed = True
+    return 2 if bad else 1 if failed else 0

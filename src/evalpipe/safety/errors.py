@@ -7,3 +7,12 @@ class EvalpipeError(Exception):
 
 class FixtureError(EvalpipeError):
     """An invalid fixture: the message names the fixture file, line and case ID."""
+
+
+def shown(text: object) -> str:
+    """User data as it should appear in a message: as is when every character is visible, else
+    quoted with Python's escapes, so an ID with a trailing space, a tab, a zero-width or
+    non-breaking space does not look identical to the ID it fails to match."""
+    value = str(text)
+    plain = value.isprintable() and value == value.strip() and "  " not in value
+    return value if plain and value else repr(value)

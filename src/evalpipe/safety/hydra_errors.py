@@ -138,6 +138,37 @@ def run(hydra_main: Callable[[], Any], config_dir: str, argv: Sequence[str]) -> 
     except (HydraException, OmegaConfBaseException) as exc:
         overrides = [a for a in argv if not a.startswith("-")]
         _fail(one_line(exc, config_dir, overrides))
+    except OSError as exc:
+        if _raised_in_evalpipe(exc):  # not Hydra's: a bug of ours keeps its traceback
+            raise
+        _fail(os_error_line(exc))
+
+
+def _raised_in_evalpipe(exc: BaseException) -> bool:
+    """Whether the traceback passes through evalpipe's own code below this module's frame."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # src/evalpipe
+    tb = exc.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(os.path.abspath(tb.tb_frame.f_code.co_filename))
+        tb = tb.tb_next
+    mine = [f for f in frames[1:] if f.startswith(here + os.sep) and not f.endswith("__main__.py")]
+    return bool(mine)
+
+
+def os_error_line(exc: OSError) -> str:
+    """Hydra failing to create or write its output folder, as one line saying how to fix it."""
+    import errno
+
+    path = exc.filename or "the output directory"
+    why = exc.strerror or type(exc).__name__
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR):
+        hint = "a file is in the way: remove it, or choose another hydra.run.dir=... (-m: hydra.sweep.dir)"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        hint = "choose a writable hydra.run.dir=... (hydra.sweep.dir=... for -m)"
+    else:
+        hint = "check hydra.run.dir / hydra.sweep.dir"
+    return f"cannot write the run's output directory {path!r}: {why}; {hint}"
 
 
 def _fail(message: str) -> NoReturn:

@@ -1,12 +1,18 @@
-"""SIGINT and SIGTERM as exceptions in the main thread, so a run can end KILLED with what it measured.
+"""Signals that end a process as exceptions in the main thread, so a run can end KILLED with what
+it measured.
 
 `kill`, `timeout`, `docker stop` and a cancelled CI job send SIGTERM, whose default
 action ends Python without running any cleanup: the MLflow run stayed RUNNING and
 the cases already run were lost. `install()` makes SIGTERM raise `Interrupted` (a
 BaseException, like KeyboardInterrupt, so the per-query `except Exception` of the
 runner cannot swallow it) and records SIGINT before raising KeyboardInterrupt as
-usual. Whoever catches either saves what it has, marks the run KILLED and exits
-with `exit_code` (130 for SIGINT, 143 for SIGTERM), printing one line.
+usual. The other signals whose default action ends the process (SIGHUP from a
+closed terminal or a dropped ssh session, SIGQUIT, SIGUSR1/2, SIGALRM, SIGXCPU,
+SIGXFSZ, SIGVTALRM, SIGPROF, SIGPWR) are handled as SIGTERM is, unless they are
+ignored when the process starts (`nohup` ignores SIGHUP: that stays so).
+Whoever catches one saves what it has, marks the run KILLED and exits with
+`exit_code` (128 + the signal number: 130 for SIGINT, 143 for SIGTERM, 129 for
+SIGHUP), printing one line.
 """
 
 from __future__ import annotations
@@ -25,13 +31,38 @@ from typing import Any
 _received: list[int] = []
 _hooks: list[Callable[[int], None]] = []
 
+#: Besides SIGINT: every signal whose default action terminates the process and that Python
+#: can catch (SIGKILL and SIGSTOP cannot be; SIGPIPE is ignored by Python itself).
+TERMINATING: tuple[int, ...] = tuple(
+    getattr(signal, name)
+    for name in (
+        "SIGTERM",
+        "SIGHUP",
+        "SIGQUIT",
+        "SIGUSR1",
+        "SIGUSR2",
+        "SIGALRM",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGPWR",
+    )
+    if hasattr(signal, name)
+)
+
 
 class Interrupted(BaseException):
-    """Raised in the main thread by the SIGTERM handler."""
+    """Raised in the main thread by the handler of SIGTERM and the other TERMINATING signals."""
 
     def __init__(self, signum: int = signal.SIGTERM) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+    def __reduce__(self) -> tuple[type, tuple[int]]:
+        # A sweep worker hands its exception back to the parent by pickling it; rebuild from the
+        # signal number (the default would call Interrupted("SIGTERM") and fail to unpickle).
+        return (Interrupted, (self.signum,))
 
 
 def _run_hooks(signum: int) -> None:
@@ -113,9 +144,33 @@ def install() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     sys.unraisablehook = _unraisable
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    for signum in TERMINATING:
+        # keep what was ignored when the process started (`nohup`: SIGHUP); ours is reinstalled
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _on_sigterm)
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # keep "ignore" of a background job
         signal.signal(signal.SIGINT, _on_sigint)
+
+
+@contextmanager
+def handled() -> Iterator[None]:
+    """Our handlers for the length of one run, then whatever was there before: a sweep worker
+    (joblib/loky) that receives SIGTERM while idle between jobs then ends as it would have
+    without evalpipe, instead of raising Interrupted inside the pool's own loop (a traceback)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    watched = (signal.SIGINT, *TERMINATING)
+    previous = {s: signal.getsignal(s) for s in watched}
+    hook = sys.unraisablehook
+    install()
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            if handler is not None:
+                signal.signal(s, handler)
+        sys.unraisablehook = hook
 
 
 def received() -> int | None:
@@ -132,7 +187,8 @@ def signum_of(exc: BaseException) -> int:
 
 
 def exit_code(exc: BaseException) -> int:
-    """128 + signal number: 130 for SIGINT (Ctrl-C), 143 for SIGTERM, as shells report them."""
+    """128 + signal number: 130 for SIGINT (Ctrl-C), 143 for SIGTERM, 129 for SIGHUP, as shells
+    report them."""
     return 128 + int(signum_of(exc))
 
 
@@ -146,9 +202,10 @@ def deferred() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for s in previous:
-        signal.signal(s, lambda signum, frame: _received.append(signum))
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, *TERMINATING)}
+    for s, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(s, lambda signum, frame: _received.append(signum))
     try:
         yield
     finally:

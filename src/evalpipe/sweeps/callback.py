@@ -122,6 +122,17 @@ class MLflowSweepCallback(Callback):
             raise SystemExit(2) from None
 
     def _start(self, config: DictConfig) -> None:
+        from evalpipe.preflight import check_sweep
+        from evalpipe.safety.errors import EvalpipeError
+        from evalpipe.sweeps.summary import swept_keys
+
+        try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
+            check_sweep(config, swept_keys(*_sweeper_spec(config)))
+        except EvalpipeError as exc:
+            from evalpipe.safety.secrets import mask_text
+
+            print(f"evalpipe: error: {mask_text(str(exc))}", file=sys.stderr)
+            raise SystemExit(2) from None
         if config.tracking.get("offline"):  # jobs save locally; `evalpipe sync <sweep dir>` uploads them
             print("[evalpipe] offline sweep: no parent run; each job saves its run locally", file=sys.stderr)
             return
@@ -254,6 +265,8 @@ class MLflowSweepCallback(Callback):
         tracker = None
         try:
             tracker = tracking.ensure_store(uri)
+            if aborted:  # what interrupted workers saved goes up before their runs are ended
+                self._upload_saved_points(tracker)
             # A child still RUNNING now lost its worker (a Ray worker or node killed mid-point): the
             # sweep itself went on, so this is not only for aborts.
             self._end_orphans(tracker, parent, aborted or "FAILED")
@@ -325,6 +338,39 @@ class MLflowSweepCallback(Callback):
         console.print(f"parent run: {parent} ({status})", highlight=False)
         for line in ui_lines(tracker.uri, self._experiment_id, parent, tracker.ui_command):
             console.print(escape(line), highlight=False, soft_wrap=True)
+
+    def _upload_saved_points(self, tracker: Any) -> None:
+        """After an aborted sweep: points their workers saved but could not upload before being
+        torn down go up now, into their own runs, as `evalpipe sync` would; what cannot is named
+        in one line with the sync command."""
+        from pathlib import Path
+
+        from evalpipe.reporting.local import find_saved_runs, load_run, update_info
+        from evalpipe.reporting.sync import finish_upload, upload_saved
+        from evalpipe.safety.secrets import mask_text
+
+        left = 0
+        for directory in find_saved_runs([Path(self._sweep_dir)]):
+            try:
+                saved = load_run(directory)
+            except Exception:
+                left += 1
+                continue
+            run_id = saved.info.get("run_id")
+            if saved.info.get("upload") == "complete" or not run_id:
+                continue
+            try:
+                upload_saved(tracker, run_id, saved)
+                finish_upload(tracker, run_id, saved)
+                update_info(directory, upload="complete", uploads={mask_text(tracker.uri): run_id})
+            except Exception:
+                left += 1
+        if left:
+            print(
+                f"evalpipe: {left} interrupted point(s) are saved in {self._sweep_dir} but not in the store: "
+                f"upload them with `evalpipe sync {self._sweep_dir}`",
+                file=sys.stderr,
+            )
 
     def _split_note(self) -> str:
         """` on fixture.split=dev` when the sweep measured part of its fixture."""

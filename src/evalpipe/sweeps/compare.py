@@ -674,6 +674,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         suites = [r for r in mlflow_runs if is_suite_run(r)]
         if suites:  # suites are compared fixture by fixture, on their fixtures' runs
             return compare_suites(client, suites, args, console, err, notes)
+        measured = [r for r in mlflow_runs if not r.data.tags.get("evalpipe.skipped")]
+        if len(measured) < 2 and not (args.baseline and len(measured) == 1):
+            where = args.experiment or args.sweep or "the given runs"
+            found = f"only {measured[0].info.run_name!r}" if measured else "none"
+            raise CompareError(
+                f"nothing to compare: {where} has {len(measured)} measured run ({found}); a comparison needs "
+                "two: run another configuration first, or give --baseline RUN"
+            )
         runs = [load_cases(client, r) for r in mlflow_runs]
         try:
             baseline = pick_baseline(runs, args.baseline)
