@@ -127,3 +127,21 @@ def test_sweep_parent_lists_every_point_including_reused_ones(store):
     for kid in kids:
         assert kid.info.run_name in section, kid.info.run_name
     assert "best recall_at_5 = " in text  # the parent's description: the summary table
+
+
+def test_runs_show_the_fixture_and_corpus_they_were_measured_on(store):
+    """Issue #20: every run logs its fixture and corpus as MLflow datasets; the runs table's
+    Datasets column and the run page show them, by name and digest (the sha256's first 36 digits)."""
+    exp_id = store["exp"].experiment_id
+    bm25 = next(r for r in store["runs"] if r.info.run_name == "bm25")
+    fixture_digest = bm25.data.tags["evalpipe.fixture_sha256"][:36]
+    corpus_digest = bm25.data.tags["evalpipe.corpus_sha256"][:36]
+    html = mlflow_ui.dom(f"{store['url']}/#/experiments/{exp_id}/runs?{ML}&viewStateShareKey=evalpipe")
+    assert 'col-id="attributes.`Dataset`"' in html
+    text = text_of(html)
+    assert f"tiny ({fixture_digest}) fixture" in text
+    assert f"tiny-corpus ({corpus_digest}) corpus" in text
+    html = mlflow_ui.dom(f"{store['url']}/#/experiments/{exp_id}/runs/{bm25.info.run_id}?{ML}")
+    text = text_of(html)
+    section = text[text.index("Datasets") : text.index("Datasets") + 300]
+    assert f"tiny ({fixture_digest}) fixture" in section, section

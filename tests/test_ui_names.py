@@ -133,7 +133,12 @@ def test_view_state_lists_headline_columns_in_order():
         "ndcg_at_20",
     ]
     state = links.view_state(["recall_at_5", "mrr"], ["ranker"], "recall_at_5")
-    assert state["selectedColumns"] == ["params.`ranker`", "metrics.`recall_at_5`", "metrics.`mrr`"]
+    assert state["selectedColumns"] == [
+        "params.`ranker`",
+        "metrics.`recall_at_5`",
+        "metrics.`mrr`",
+        "attributes.`Dataset`",
+    ]
     assert state["orderByKey"] == "metrics.`recall_at_5`" and state["orderByAsc"] is False
     json.dumps(state)  # stored as an experiment tag
 
@@ -198,6 +203,7 @@ def test_prepare_experiment_tags_once_widens_the_view_and_keeps_a_users_descript
     ] + [
         "metrics.`ndcg_at_1`",
         "metrics.`ndcg_at_5`",
+        "attributes.`Dataset`",
     ]
     note = client.tags["mlflow.note.content"]
     assert "(#/experiments/7/runs?workflowType=machine_learning&viewStateShareKey=evalpipe)" in note

@@ -1,7 +1,8 @@
 """Entry points: `python -m evalpipe ...` and the `evalpipe` console script (Hydra apps).
 
-`evalpipe compare ...`, `evalpipe check-fixture ...`, `evalpipe merge-judgements ...` and
-`evalpipe sync ...` are dispatched to their commands before Hydra parses the command line.
+`evalpipe compare ...`, `evalpipe check-fixture ...`, `evalpipe merge-judgements ...`,
+`evalpipe sync ...`, `evalpipe gate ...` and `evalpipe baseline ...` are dispatched to their
+commands before Hydra parses the command line.
 SIGINT/SIGTERM that reach here (outside a run's own handling: while Hydra composes, in a
 sweep's parent) end with one line and 130/143, never a traceback.
 """
@@ -44,6 +45,14 @@ def main() -> None:
         from evalpipe.reporting.sync import main as sync_main
 
         sys.exit(sync_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "gate":
+        from evalpipe.gate.cli import gate_main
+
+        sys.exit(gate_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "baseline":
+        from evalpipe.gate.cli import baseline_main
+
+        sys.exit(baseline_main(sys.argv[2:]))
     from evalpipe.safety import hydra_errors
 
     signals.install()

@@ -154,6 +154,7 @@ def start(state: RunState) -> None:
     out_dir = state.out_dir or Path(tempfile.mkdtemp(prefix="evalpipe-run-"))
     rec = Recording(out_dir, state.experiment, state.run_name)
     rec.tracker, rec.experiment_id = state.tracker, state.experiment_id
+    rec.describe_data(fixture)  # logged as MLflow dataset inputs (reporting.datasets)
     state.rec = rec
     try:
         rec.start(state.tags)

@@ -66,9 +66,15 @@ def headline_columns(ks: Sequence[int]) -> list[str]:
     return [f"recall_at_{k}" for k in ks] + ["mrr"] + [f"ndcg_at_{k}" for k in ks]
 
 
+#: The runs table's Datasets column (MLflow names attribute columns by their label).
+DATASETS_COLUMN = "attributes.`Dataset`"
+
+
 def view_state(metrics: Sequence[str], params: Sequence[str], order_by: str) -> dict[str, Any]:
-    """The runs table state the UI restores from a shared view: chosen columns, in order, and the sort."""
-    columns = [f"params.`{p}`" for p in params] + [f"metrics.`{m}`" for m in metrics]
+    """The runs table state the UI restores from a shared view: chosen columns, in order, and the sort.
+
+    The Datasets column comes last: what each run was measured on (its fixture and corpus inputs)."""
+    columns = [f"params.`{p}`" for p in params] + [f"metrics.`{m}`" for m in metrics] + [DATASETS_COLUMN]
     return {
         "selectedColumns": columns,
         "columnOrder": ["attributes.`Run Name`", *columns],

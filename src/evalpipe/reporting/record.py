@@ -37,6 +37,14 @@ class Recording:
     run_id: str | None = None
     local_id: str = field(default_factory=new_local_id)
     start_ms: int = field(default_factory=now_ms)
+    #: the fixture and corpus the run measures (`reporting.datasets`), saved and logged as inputs
+    datasets: list[dict[str, Any]] | None = None
+
+    def describe_data(self, fixture: Any) -> None:
+        """Record what the run is measured on; every upload logs it as MLflow dataset inputs."""
+        from evalpipe.reporting.datasets import describe
+
+        self.datasets = describe(fixture)
 
     @property
     def online(self) -> bool:
@@ -89,6 +97,10 @@ class Recording:
             "uploads": {},
             **(extra or {}),
         }
+        if self.datasets is not None:
+            from evalpipe.reporting.datasets import INFO_KEY
+
+            info[INFO_KEY] = self.datasets
         if uri is None and extra is not None and extra.get("intended_uri"):
             info["tracking_uri"] = mask_text(str(extra["intended_uri"]))
         masked_files = {name: mask_text(text) for name, text in files.items()}

@@ -25,13 +25,16 @@ SUPERSEDED_TAG = "evalpipe.superseded_by"
 
 
 def upload_saved(tracker: Any, run_id: str, saved: SavedRun) -> None:
-    """Log a saved run's metrics, params, tags, artifact files and case table into `run_id`."""
+    """Log a saved run's metrics, params, tags, dataset inputs (fixture, corpus), artifact files and
+    case table into `run_id`."""
     from evalpipe.reporting import tracking
+    from evalpipe.reporting.datasets import log_saved_inputs
 
     end_ms = saved.info.get("end_time_ms")
     tracking.log_batch(
         tracker, run_id, metrics=saved.metrics, params=saved.params, tags=saved.tags, timestamp_ms=end_ms
     )
+    log_saved_inputs(tracker, run_id, saved)
     files = saved.artifact_files()
     if files:
         tracking.log_artifact_files(tracker, run_id, files)

@@ -30,7 +30,7 @@ from evalpipe.sweeps.case_diff import CaseInfo, case_info
 from evalpipe.sweeps.reuse import is_reuse
 
 CASES_ARTIFACT = "cases.json"
-EXCLUDED_ROLES = ("parent", "compare")
+EXCLUDED_ROLES = ("parent", "compare", "gate")
 EXAMPLES = """\
 examples:
   evalpipe compare --experiment evalpipe/gold
@@ -317,38 +317,85 @@ def load_cases(client: Any, run: Any) -> RunCases:
             ) from None
     try:
         columns = list(table["columns"])
-        data = table["data"]
-        ids = [str(row[columns.index("case_id")]) for row in data]
+        rows = [dict(zip(columns, row, strict=False)) for row in table["data"]]
     except (KeyError, TypeError, ValueError):
         raise CompareError(f"run {label}: {CASES_ARTIFACT} has no case_id column") from None
+    return cases_from_rows(
+        rows,
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        label=label,
+        start_time=int(run.info.start_time or 0),
+        objective=str(run.data.params.get("objective") or run.data.tags.get("evalpipe.objective", "")),
+    )
+
+
+#: cases.json columns that are not averaged metrics.
+NOT_METRICS = ("case_id", "first_rank", "latency_us", "tokens")
+
+
+def cases_from_rows(
+    rows: Sequence[Mapping[str, Any]],
+    run_id: str,
+    name: str = "",
+    label: str = "",
+    start_time: int = 0,
+    objective: str = "",
+) -> RunCases:
+    """Per-case rows ({column: value}, as cases.json / cases.jsonl hold them) as a RunCases: every
+    numeric column except bookkeeping is a metric; None = not applicable to that case."""
+    label = label or run_id
+    try:
+        ids = [str(row["case_id"]) for row in rows]
+    except (KeyError, TypeError):
+        raise CompareError(f"run {label}: the per-case table has no case_id column") from None
     if len(set(ids)) != len(ids):
         raise CompareError(f"run {label}: {CASES_ARTIFACT} has duplicate case IDs")
-    skip = {"case_id", "first_rank", "latency_us", "tokens"}
-    rows = [dict(zip(columns, row, strict=False)) for row in data]
     info = {i: case_info(row) for i, row in zip(ids, rows, strict=True)}
     ranks = {
         i: float(row["first_rank"])
         for i, row in zip(ids, rows, strict=True)
         if isinstance(row.get("first_rank"), int | float)
     }
+    columns = list(dict.fromkeys(key for row in rows for key in row))
     values: dict[str, dict[str, float]] = {}
-    for j, name in enumerate(columns):
-        if name in skip:
+    for name_ in columns:
+        if name_ in NOT_METRICS:
             continue
-        col = [row[j] for row in data]
+        col = [row.get(name_) for row in rows]
         numbers = [v for v in col if v is not None]
         if numbers and all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers):
             # None = not applicable to that case (e.g. ranking metrics of an unanswerable case)
-            values[name] = {i: float(v) for i, v in zip(ids, col, strict=True) if v is not None}
+            values[name_] = {i: float(v) for i, v in zip(ids, col, strict=True) if v is not None}
     return RunCases(
-        run_id=run.info.run_id,
-        name=run.info.run_name or "",
+        run_id=run_id,
+        name=name,
         values=values,
-        start_time=int(run.info.start_time or 0),
-        objective=str(run.data.params.get("objective") or run.data.tags.get("evalpipe.objective", "")),
+        start_time=start_time,
+        objective=objective,
         info=info,
         ranks=ranks,
     )
+
+
+def data_notes(runs: Sequence[Any]) -> list[str]:
+    """A warning when the runs were measured on different data (fixture or corpus sha256, read from
+    their MLflow dataset inputs, else their tags): their differences then say nothing about rankers."""
+    from evalpipe.reporting.datasets import logged_data
+
+    groups: dict[tuple[str, str], list[str]] = {}
+    for run in runs:
+        data = logged_data(run)
+        groups.setdefault((data.fixture_sha256[:36], data.corpus_sha256[:36]), []).append(run.info.run_id[:8])
+    if len(groups) < 2:
+        return []
+    parts = [
+        f"fixture {f[:12] or '?'} / corpus {c[:12] or '?'}: {', '.join(ids)}"
+        for (f, c), ids in groups.items()
+    ]
+    return [
+        "the runs were not measured on the same data (" + "; ".join(parts) + "); compare runs of one fixture"
+    ]
 
 
 def pick_baseline(runs: list[RunCases], wanted: str | None) -> int:
@@ -604,6 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs.insert(0, load_cases(client, extra))
             mlflow_runs.insert(0, extra)
             baseline = 0
+        notes += data_notes(mlflow_runs)
         result = compare_runs(runs, baseline, args.metrics, args.resamples, args.alpha, args.seed)
         diffs = case_diffs(result, args.cases, args.top) if args.cases is not None else []
     except CompareError as exc:

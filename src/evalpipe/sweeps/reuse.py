@@ -57,6 +57,9 @@ def record_reuse(tracker: Any, experiment_id: str, done: Any, job_tags: dict[str
     )
     with tracking.tracked_run(tracker, experiment_id, reuse_name(run_name, old), tags) as run_id:
         tracking.log_batch(tracker, run_id, metrics=done.data.metrics, params=done.data.params)
+        from evalpipe.reporting.datasets import copy_inputs
+
+        copy_inputs(tracker, done, run_id)  # the same fixture and corpus as the run it reuses
     return run_id
 
 
