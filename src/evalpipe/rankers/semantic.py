@@ -284,6 +284,15 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         if self.engine == "onnx":
             _MODELS[key] = self._load_onnx(fp32, fingerprint)
         elif self.quantize is not None:
+            if self.quantize == "bf16":
+                from evalpipe.rankers.onnx_encoder import cpu_flags
+
+                flags = cpu_flags()
+                if flags and not flags & {"avx512_bf16", "amx_bf16"}:
+                    log.warning(
+                        "semantic ranker: quantize=bf16 on a CPU without avx512_bf16/AMX runs emulated "
+                        "bf16, likely slower than fp32 (docs/performance.md)"
+                    )
             _MODELS[key] = quantize_linear_layers(fp32, self.quantize)
         return _MODELS[key]
 
