@@ -3,7 +3,8 @@
     python scripts/bench_perf.py                          # all sections, current code
     python scripts/bench_perf.py --baseline-src /path/to/old/src   # also time an older checkout: before/after
     python scripts/bench_perf.py --sections scoring --sizes 10000 100000
-    python scripts/bench_perf.py --sections int8 --int8-docs 500 --full-ndcg   # + nDCG@10, all of SciFact
+    python scripts/bench_perf.py --sections dense                 # engines/precisions on 320 SciFact docs
+    python scripts/bench_perf.py --sections dense --dense-docs 0 --full-ndcg torch:fp32 torch:bf16
 
 Sections (each prints a table of wall times and ratios):
 
@@ -12,8 +13,10 @@ Sections (each prints a table of wall times and ratios):
 * scoring: `metrics.evaluate` and `scoring.score_results` vs pytrec_eval and ranx on synthetic runs
            (N queries x 100 results, 1-5 judged docs each, shared ID strings as a real run has).
 * sweep:   a sequential 8-point BM25 sweep on gold vs one gold run (warm store, `force=true`).
-* int8:    documents/s embedding a SciFact sample with the semantic ranker at fp32, int8 and int8_all,
-           and cosine agreement with fp32; `--full-ndcg` adds nDCG@10 on the full set (minutes).
+* dense:   (alias int8) documents/s embedding a SciFact sample with the semantic ranker per engine and
+           precision (torch fp32/bf16/int8/int8_all, onnx fp32/int8), the ratio to fp32 torch, cosine
+           to fp32 and how many docs exceed 128/256/512 tokens; `--full-ndcg` adds nDCG@10 on all of
+           SciFact through the CLI's code (minutes per cold variant, cached after).
 
 CLI timings are subprocesses (interpreter start-up and exit included, as a user waits for them),
 interleaved across variants and repeated (`--repeat`); the median is reported. The machine may be
@@ -278,76 +281,124 @@ def section_sweep(args: argparse.Namespace, tmp: Path) -> None:
     )
 
 
-def section_int8(args: argparse.Namespace, tmp: Path) -> None:
+#: Engine/precision variants of the dense section, "engine:quantize" (fp32 torch first: the reference).
+DENSE_VARIANTS = ["torch:fp32", "torch:bf16", "onnx:fp32", "onnx:int8", "torch:int8", "torch:int8_all"]
+
+
+def parse_variant(variant: str) -> tuple[str, str | None]:
+    engine, _, quant = variant.partition(":")
+    return engine, None if quant in ("", "fp32", "null") else quant
+
+
+def scifact_sample(scifact: Path, n: int) -> list:
+    """Every 10th SciFact document up to `n` (spread over the file, not its first topics)."""
+    from evalpipe.corpus import Unit
+
+    units = []
+    with gzip.open(scifact / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if i % 10 == 0:
+                d = json.loads(line)
+                units.append(Unit(d["_id"], "document", d.get("title", ""), d.get("text", "")))
+                if len(units) >= n:
+                    break
+    return units
+
+
+def section_dense(args: argparse.Namespace, tmp: Path) -> None:
+    """Corpus embedding per engine/precision: units/s, speed vs fp32 torch, cosine to fp32.
+
+    Every variant embeds the same length-sorted batches; batch by batch the variants take
+    turns (rotating which goes first), so load drift on a shared machine hits all alike, and
+    each variant's time is the sum of its per-batch medians over `--repeat` rounds."""
     sys.path.insert(0, str(ROOT / "src"))
     import numpy as np
 
-    from evalpipe.corpus import Unit
+    from evalpipe.rankers.base import RankerUnavailable
     from evalpipe.rankers.semantic import SemanticRanker, render_unit
 
     if not args.scifact.is_dir():
-        print(f"\n(int8: {args.scifact} not found, skipped)")
+        print(f"\n(dense: {args.scifact} not found, skipped)")
         return
-    if args.int8_docs <= 0:  # only the full-set nDCG
-        if args.full_ndcg is not None:
-            full_ndcg(args.scifact, args.full_ndcg)
-        return
-    units = []
-    with gzip.open(args.scifact / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
-        for line in fh:
-            d = json.loads(line)
-            units.append(Unit(d["_id"], "document", d.get("title", ""), d.get("text", "")))
-            if len(units) >= args.int8_docs:
-                break
-    rankers = {q: SemanticRanker(cache_dir=None, quantize=q) for q in (None, "int8", "int8_all")}
-    texts = [render_unit(u, rankers[None].template, rankers[None]._fields) for u in units]
-    for r in rankers.values():
-        r._encoder = r._load_encoder(r._model_location()[0])
-    before = load()
-    # Interleaved per batch (rotating which precision goes first), so load drift hits all alike.
-    seconds: dict[str | None, list[float]] = {q: [] for q in rankers}
-    parts: dict[str | None, list[np.ndarray]] = {q: [] for q in rankers}
-    step = rankers[None].batch_size
-    order = list(rankers)
-    for rep in range(args.repeat):
-        total = dict.fromkeys(rankers, 0.0)
-        for n, lo in enumerate(range(0, len(texts), step)):
-            for q in order[n % 3 :] + order[: n % 3]:
-                start = time.perf_counter()
-                encoded = rankers[q]._encode(texts[lo : lo + step])
-                total[q] += time.perf_counter() - start
-                if rep == 0:
-                    parts[q].append(encoded)
-        for q in rankers:
-            seconds[q].append(total[q])
-    vectors = {q: np.concatenate(v) for q, v in parts.items()}
-    rows = []
-    fp32 = statistics.median(seconds[None])
-    for q in rankers:
-        t = statistics.median(seconds[q])
-        cos = (vectors[None] * vectors[q]).sum(axis=1)
-        rows.append(
-            [
-                q or "fp32",
-                f"{len(texts) / t:.1f}",
-                f"{fp32 / t:.2f}x",
-                f"{cos.mean():.5f}",
-                f"{cos.min():.5f}",
-            ]
+    if args.dense_docs > 0:
+        units = scifact_sample(args.scifact, args.dense_docs)
+        rankers: dict[str, SemanticRanker] = {}
+        skipped: list[str] = []
+        for variant in ["torch:fp32", *[v for v in args.dense_variants if v != "torch:fp32"]]:
+            engine, quant = parse_variant(variant)
+            r = SemanticRanker(
+                cache_dir=str(tmp / "dense-cache"),
+                quantize=quant,
+                engine=engine,
+                max_seq_length=args.max_seq_length,
+            )
+            location, _, fingerprint = r._model_location()
+            try:
+                r._encoder = r._load_encoder(location, fingerprint)
+            except RankerUnavailable as exc:
+                skipped.append(f"{variant}: {exc}")
+                continue
+            r._encoder.max_seq_length = r.max_seq_length
+            rankers[variant] = r
+        base = rankers["torch:fp32"]
+        texts = [render_unit(u, base.template, base._fields) for u in units]
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        batches = [
+            [texts[i] for i in order[lo : lo + base.batch_size]]
+            for lo in range(0, len(order), base.batch_size)
+        ]
+        tokenizer = base._encoder.tokenizer
+        lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=True)["input_ids"]]
+        before = load()
+        names = list(rankers)
+        per_batch: dict[str, list[list[float]]] = {v: [[] for _ in batches] for v in names}
+        vectors: dict[str, list[np.ndarray]] = {v: [] for v in names}
+        for rep in range(args.repeat):
+            for n, batch in enumerate(batches):
+                turn = (n + rep) % len(names)
+                for v in names[turn:] + names[:turn]:
+                    start = time.perf_counter()
+                    encoded = rankers[v]._encode_batch(batch)
+                    per_batch[v][n].append(time.perf_counter() - start)
+                    if rep == 0:
+                        vectors[v].append(encoded)
+        after = load()
+        seconds = {v: sum(statistics.median(t) for t in per_batch[v]) for v in names}
+        ref = np.concatenate(vectors["torch:fp32"])
+        rows = []
+        for v in names:
+            got = np.concatenate(vectors[v])
+            cos = (ref * got).sum(axis=1) / (np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1))
+            rows.append(
+                [
+                    v,
+                    f"{len(texts) / seconds[v]:.1f}",
+                    f"{seconds['torch:fp32'] / seconds[v]:.2f}x",
+                    f"{cos.mean():.5f}",
+                    f"{cos.min():.5f}",
+                ]
+            )
+        over = {m: sum(x > m for x in lengths) for m in (128, 256, 512)}
+        table(
+            f"Embedding {len(texts)} SciFact docs (max_seq_length {args.max_seq_length}, batch "
+            f"{base.batch_size}, {len(batches)} batches x {args.repeat} rounds interleaved, "
+            f"per-batch medians; {before} -> {after})",
+            ["engine:quantize", "docs/s", "vs torch:fp32", "cosine mean", "cosine min"],
+            rows,
         )
-    table(
-        f"Embedding {len(texts)} SciFact docs (max_seq_length 256, median of {args.repeat}; "
-        f"{before} -> {load()})",
-        ["precision", "docs/s", "speed-up", "cosine mean", "cosine min"],
-        rows,
-    )
+        print(
+            f"\ntokens per doc (with special tokens): median {statistics.median(lengths):.0f}, "
+            + ", ".join(f"> {m}: {c} of {len(lengths)}" for m, c in over.items())
+        )
+        for line in skipped:
+            print(f"(skipped {line})")
     if args.full_ndcg is not None:
-        full_ndcg(args.scifact, args.full_ndcg)
+        full_ndcg(args.scifact, args.full_ndcg, args.max_seq_length)
 
 
-def full_ndcg(scifact: Path, precisions: list[str]) -> None:
-    """nDCG@10 on all of SciFact per precision, through the same code as the CLI (embeddings cached).
-    Each row is printed as soon as it is measured (a cold int8 pass takes minutes)."""
+def full_ndcg(scifact: Path, variants: list[str], max_seq_length: int = 256) -> None:
+    """nDCG@10 on all of SciFact per engine:quantize, through the same code as the CLI (embeddings
+    cached in ./.cache). Each row is printed as soon as it is measured (a cold pass takes minutes)."""
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
@@ -357,30 +408,48 @@ def full_ndcg(scifact: Path, precisions: list[str]) -> None:
     from evalpipe.scoring.tokens import get_token_counter
 
     counter = get_token_counter()
-    print(f"\n### nDCG@10 on SciFact (5,183 docs, 300 queries; {load()})\n")
-    print("| precision | nDCG@10 | vs fp32 | embed s | cache hit |\n|---|---|---|---|---|")
+    print(f"\n### nDCG@10 on SciFact (5,183 docs, 300 queries, max_seq_length {max_seq_length}; {load()})\n")
+    print("| engine:quantize | nDCG@10 | vs torch:fp32 | embed s | docs/s | cache hit |")
+    print("|---|---|---|---|---|---|")
     base = None
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        for q in precisions:
+        for variant in variants:
+            engine, quant = parse_variant(variant)
             overrides = ["+bench=scifact", f"fixture.path={scifact}", "ranker=semantic"]
-            overrides.append(f"ranker.quantize={q}")
+            overrides += [f"ranker.engine={engine}", f"ranker.quantize={quant or 'null'}"]
+            overrides.append(f"ranker.max_seq_length={max_seq_length}")
             cfg = compose("config", overrides=overrides)
             fixture = instantiate(cfg.fixture)
             prepared = prepare_ranker(instantiate(cfg.ranker), fixture.corpus)
             if prepared.skipped:
-                raise SystemExit(f"bench_perf: semantic ranker skipped: {prepared.skipped}")
+                print(f"| {variant} | skipped: {prepared.skipped} | | | | |")
+                continue
             results, _ = run_search(prepared.ranker, fixture, max(cfg.ks), counter.count, batch=True)
             ndcg = score_results(results, list(cfg.ks)).metric("ndcg_at_10")
-            base = ndcg if base is None else base
+            if variant == "torch:fp32":
+                base = ndcg
             stats = prepared.ranker.stats()
-            name = q if q != "null" else "fp32"
-            cells = [name, f"{ndcg:.5f}", f"{ndcg - base:+.5f}", f"{stats['embed_seconds']:.0f}"]
-            print("| " + " | ".join([*cells, str(stats["cache_hit"])]) + " |")
+            delta = f"{ndcg - base:+.5f}" if base is not None else "n/a (no torch:fp32 row)"
+            cells = [
+                variant,
+                f"{ndcg:.5f}",
+                delta,
+                f"{stats['embed_seconds']:.0f}",
+                f"{stats.get('embed_units_per_second', 0):.1f}",
+                str(stats["cache_hit"]),
+            ]
+            print("| " + " | ".join(cells) + " |")
             sys.stdout.flush()
     print(f"\n({load()})")
 
 
-SECTIONS = {"run": section_run, "scoring": section_scoring, "sweep": section_sweep, "int8": section_int8}
+SECTIONS = {
+    "run": section_run,
+    "scoring": section_scoring,
+    "sweep": section_sweep,
+    "dense": section_dense,
+    "int8": section_dense,  # the old name of the dense section
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -391,18 +460,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sizes", nargs="+", type=int, default=[10_000, 100_000], help="scoring: query counts"
     )
-    parser.add_argument("--int8-docs", type=int, default=500, help="int8: SciFact documents embedded")
+    parser.add_argument(
+        "--dense-docs",
+        "--int8-docs",
+        type=int,
+        default=320,
+        help="dense: SciFact documents embedded (0: none)",
+    )
+    parser.add_argument(
+        "--dense-variants",
+        nargs="+",
+        default=DENSE_VARIANTS,
+        metavar="ENGINE:QUANTIZE",
+        help=f"dense: what to time (default {' '.join(DENSE_VARIANTS)}; torch:fp32 always, first)",
+    )
+    parser.add_argument("--max-seq-length", type=int, default=256, help="dense: the ranker's max_seq_length")
     parser.add_argument(
         "--full-ndcg",
         nargs="*",
-        metavar="PRECISION",
-        help="int8: also nDCG@10 on all of SciFact for these (default null int8 int8_all; fp32 first)",
+        metavar="ENGINE:QUANTIZE",
+        help="dense: also nDCG@10 on all of SciFact for these (default: the --dense-variants), in order",
     )
     parser.add_argument("--scifact", type=Path, default=SCIFACT, help=f"BEIR SciFact directory ({SCIFACT})")
     args = parser.parse_args(argv)
     args.scifact = args.scifact.resolve()
-    if args.full_ndcg is not None:
-        args.full_ndcg = ["null", *[q for q in args.full_ndcg or ["int8", "int8_all"] if q != "null"]]
+    if args.full_ndcg is not None and not args.full_ndcg:
+        args.full_ndcg = list(args.dense_variants)
     print(f"# bench_perf on {os.cpu_count()} CPUs, {load()}, python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         for name in args.sections:

