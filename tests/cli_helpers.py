@@ -58,6 +58,16 @@ def cli(tmp: Path, *args: str, env: dict[str, str] | None = None, timeout: float
     )
 
 
+def default_signals() -> None:
+    """In the child before it runs: the terminating signals at their default action, as in a shell
+    on a terminal. A suite started by `nohup` or as a background job (`cmd &`) would otherwise hand
+    SIGHUP, SIGINT and SIGQUIT down ignored, and evalpipe rightly keeps an ignored signal ignored."""
+    import signal
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+
+
 def popen_cli(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "evalpipe", *args],
@@ -66,6 +76,7 @@ def popen_cli(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subpr
         stderr=subprocess.PIPE,
         text=True,
         env=env or cli_env(),
+        preexec_fn=default_signals,
     )
 
 
