@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import cli_env
+from cli_helpers import cli_env, default_signals
 from conftest import TINY_UNITS
 from judge_server import JudgeServer
 from test_judge_cli import FIXTURE
@@ -264,6 +264,7 @@ def test_a_signal_while_judging_a_hung_server_ends_the_run_at_once(tiny, trackin
             stderr=subprocess.PIPE,
             text=True,
             env=env(),
+            preexec_fn=default_signals,
         )
         deadline = time.monotonic() + 120
         while server.questions() < 2 and proc.poll() is None and time.monotonic() < deadline:

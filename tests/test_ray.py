@@ -38,6 +38,9 @@ cases:
 OBJECT_STORE = 80 * 2**20
 
 
+from cli_helpers import default_signals  # noqa: E402
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -301,6 +304,7 @@ def test_signal_on_the_driver_cancels_the_remaining_tasks(tmp_path, two_node_clu
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals,
     )
     wait_for(marker, proc)
     deadline = time.monotonic() + 120
