@@ -172,17 +172,5 @@ def os_error_line(exc: OSError) -> str:
 
 
 def _fail(message: str) -> NoReturn:
-    print(f"evalpipe: error: {_masked(message)}", file=sys.stderr)
-
-
-def _masked(message: str) -> str:
-    """Hydra quotes overrides back (`use +ranker.api_key=...`): values of secret-looking keys and
-    URL credentials on the command line are masked as everywhere else."""
-    from evalpipe.safety.secrets import is_secret_key, mask_text
-
-    for arg in sys.argv[1:]:
-        key, eq, value = arg.lstrip("+~").partition("=")
-        if eq and value and is_secret_key(key.rsplit(".", 1)[-1]):
-            message = message.replace(value, "***")
-    return mask_text(message)
+    print(f"evalpipe: error: {message}", file=sys.stderr)
     raise SystemExit(EXIT_BAD_INPUT)
