@@ -146,7 +146,7 @@ CONFIG_CASES = [
     (["ks=[1,2"], ["bad override syntax in override 'ks=[1,2'"]),
     (["token_encoding=cl100k"], ["unknown token_encoding 'cl100k'", "cl100k_base"]),
     (["--cfg", "nope"], ["argument --cfg/-c: invalid choice: 'nope'"]),
-    (["-m", "ks=[1,2]"], ["unrecognized arguments: ks=[1,2]", "go before the key=value overrides"]),
+    (["-m", "ks=[1,2]"], ["unrecognized arguments: ks=[1,2]", "go before the overrides such as ks=[5,10]"]),
 ]
 
 

@@ -160,3 +160,23 @@ def test_no_secret_is_written_anywhere(tmp_path):
 
     assert _hits(tmp_path) == []
     assert [s for s in ALL for text in outputs if s in text] == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ranker.api_key=SEKRET-no-plus-7f3a"],  # Hydra: "use +ranker.api_key=<value>"
+        ["ranker.token=SEKRET-no-plus-7f3a", "ranker.k1=oops"],
+        ["ranker.nope=1", "tracking.uri=http://bob:SEKRET-no-plus-7f3a@127.0.0.1:9/"],
+        ["+ranker.api_key=SEKRET-no-plus-7f3a", "ranker=nope"],
+        ["ranker.password=SEKRET;no-plus-7f3a"],  # the value is a syntax error: Hydra quotes it back
+    ],
+)
+def test_hydra_errors_do_not_print_command_line_secrets(tmp_path, args):
+    """Hydra's own error messages quote the offending override back; the secret must not appear."""
+    proc = cli(tmp_path, *args, f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode == 2, proc.stderr
+    text = proc.stdout + proc.stderr
+    assert text.startswith("evalpipe: error: ") and text.count("\n") == 1, text
+    assert "SEKRET" not in text and "no-plus-7f3a" not in text, text
+    assert not (tmp_path / "mlruns").exists()

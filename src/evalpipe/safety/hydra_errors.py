@@ -116,7 +116,7 @@ def check_flags(argv: Sequence[str]) -> str | None:
     if extra:
         return (
             f"unrecognized arguments: {' '.join(extra)} "
-            "(options such as -m/--multirun or --cfg go before the key=value overrides)"
+            "(options such as -m/--multirun or --cfg go before the overrides such as ks=[5,10])"
         )
     return None
 
@@ -172,5 +172,21 @@ def os_error_line(exc: OSError) -> str:
 
 
 def _fail(message: str) -> NoReturn:
-    print(f"evalpipe: error: {message}", file=sys.stderr)
+    print(f"evalpipe: error: {masked(message, sys.argv[1:])}", file=sys.stderr)
     raise SystemExit(EXIT_BAD_INPUT)
+
+
+def masked(message: str, argv: Sequence[str]) -> str:
+    """`message` with secrets from the command line masked.
+
+    Hydra quotes overrides back (`... use +ranker.api_key=SEKRET`), so the values of
+    secret-looking keys given on the command line, and credentials in URLs, are masked
+    here as everywhere else evalpipe prints.
+    """
+    from evalpipe.safety.secrets import MASK, is_secret_key, mask_text
+
+    for arg in argv:
+        key, eq, value = arg.lstrip("+~").partition("=")
+        if eq and value and is_secret_key(key.rsplit(".", 1)[-1]):
+            message = message.replace(value, MASK)
+    return mask_text(message)

@@ -96,7 +96,7 @@ def register(values: Iterable[Any]) -> None:
             _registered.add(text)
 
 
-_KEY_VALUE = re.compile(r"(?<![\w.])(?P<key>[+~]?[A-Za-z_][\w.-]*)=(?P<value>[^\s,'\"]+)")
+_KEY_VALUE = re.compile(r"(?<![\w.])(?P<key>[+~]?[A-Za-z_][\w.-]*)=(?P<value>[^\s,;'\"]+)")
 
 
 def _mask_pair(m: re.Match[str]) -> str:
