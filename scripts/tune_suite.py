@@ -57,12 +57,14 @@ class PointScore:
 class Suite:
     """The suite's fixtures on one split, loaded once; configurations scored over all of them."""
 
-    def __init__(self, suite: str, split: str, objective: str, extra: Sequence[str] = ()):
+    def __init__(
+        self, suite: str, split: str, objective: str, extra: Sequence[str] = (), fixtures: Sequence[str] = ()
+    ):
         self.objective = objective
         self.extra = list(extra)
         self.split = split
         cfg = compose(config_name="config", overrides=[f"suite={suite}"])
-        self.names = [str(n) for n in cfg.suite.fixtures]
+        self.names = list(fixtures) or [str(n) for n in cfg.suite.fixtures]
         self.fixtures = {}
         for name in self.names:
             fcfg = compose(
@@ -179,6 +181,7 @@ def agreement(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="code")
+    parser.add_argument("--fixtures", nargs="+", default=[], help="these fixtures instead of the suite's")
     parser.add_argument("--split", default="dev", help="the split the choice is made on")
     parser.add_argument("--ranker", default="code_search")
     parser.add_argument("--space", type=Path, help="YAML search space (see the module docstring)")
@@ -198,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out: list[str] = []
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        suite = Suite(args.suite, args.split, args.objective)
+        suite = Suite(args.suite, args.split, args.objective, fixtures=args.fixtures)
         names = suite.names
         if args.compare:
             points = []
@@ -209,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{spec}: {100 * point.agg(args.agg):.1f}", file=sys.stderr)
             out.append(table(points, names, args.agg, f"{args.split} split, {args.objective}"))
             if args.report_split:
-                other = Suite(args.suite, args.report_split, args.objective)
+                other = Suite(args.suite, args.report_split, args.objective, fixtures=args.fixtures)
                 rows = []
                 for spec in args.compare:
                     ranker, *overrides = spec.split()
@@ -251,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             out.append(f"best on {args.split}: `{' '.join(best.overrides) or '(default)'}`\n")
             print(f"{args.trials} trials in {time.perf_counter() - start:.0f} s", file=sys.stderr)
             if args.report_split:
-                other = Suite(args.suite, args.report_split, args.objective)
+                other = Suite(args.suite, args.report_split, args.objective, fixtures=args.fixtures)
                 rows = [other.score(args.ranker, []), other.score(args.ranker, best.overrides)]
                 out.append(
                     table(
