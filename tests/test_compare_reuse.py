@@ -175,3 +175,51 @@ def test_a_reused_run_whose_original_was_deleted_is_one_clear_error(swept, capsy
     code, out, err = _main(capsys, "--tracking-uri", swept["uri"], "--runs", ghost, both.info.run_id)
     assert code == 2 and f"standing for run {'f' * 32}, which is not in this store" in err
     assert "--tracking-uri" in err and len(err.strip().splitlines()) == 1
+
+
+# --- links from every command that touches a run ------------------------------------------------
+
+UI = "http://127.0.0.1:5000/#/experiments/"
+
+
+def test_compare_log_prints_the_comparison_run_page(swept, capsys):
+    title, both = swept["reused"]['["title"]'], swept["reused"]['["title", "text"]']
+    code, out, err = _main(
+        capsys, "--tracking-uri", swept["uri"], "--runs", title.info.run_id, both.info.run_id,
+        "--metrics", "recall_at_5", "--log",
+    )  # fmt: skip
+    assert code == 0, err
+    logged = re.search(r"logged the comparison as run ([0-9a-f]{32}) \((\S+)\)", out)
+    assert logged, out
+    exp_id = title.info.experiment_id
+    assert logged.group(2) == f"{UI}{exp_id}/runs/{logged.group(1)}?workflowType=machine_learning"
+
+
+def test_a_reused_points_description_links_the_original_run(swept):
+    title = swept["reused"]['["title"]']
+    orig = swept["measured"]['["title"]']
+    note = title.data.tags["mlflow.note.content"]
+    href = f"#/experiments/{orig.info.experiment_id}/runs/{orig.info.run_id}?workflowType=machine_learning"
+    assert f"measured by run [{orig.info.run_id}]({href})" in note
+
+
+def test_baseline_set_and_sync_print_the_run_page(swept, tmp_path):
+    from cli_helpers import cli, cli_env, write_tiny
+
+    orig = swept["measured"]['["title"]']
+    proc = cli(tmp_path, "baseline", "set", "main", orig.info.run_id[:8], "--tracking-uri", swept["uri"])
+    assert proc.returncode == 0, proc.stderr
+    url = f"{UI}{orig.info.experiment_id}/runs/{orig.info.run_id}?workflowType=machine_learning"
+    assert f"run page: {url}" in proc.stdout
+    # An offline run, then `evalpipe sync`: the upload line is followed by the run page.
+    fx = write_tiny(tmp_path)
+    args = [f"fixture.path={fx}", "fixture.name=tiny", "tracking.offline=true", "progress=false"]
+    run = cli(tmp_path, *args, "plots=false", f"hydra.run.dir={tmp_path / 'off'}", env=cli_env())
+    assert run.returncode == 0, run.stderr
+    synced = cli(tmp_path, "sync", str(tmp_path / "off"), "--tracking-uri", swept["uri"])
+    assert synced.returncode == 0, synced.stderr
+    run_id = re.search(r"-> run ([0-9a-f]{32})", synced.stdout).group(1)
+    exp_id = swept["client"].get_run(run_id).info.experiment_id
+    assert f"run page: {UI}{exp_id}/runs/{run_id}?workflowType=machine_learning" in synced.stdout
+    again = cli(tmp_path, "sync", str(tmp_path / "off"), "--tracking-uri", swept["uri"])
+    assert f"is run {run_id} ({UI}{exp_id}/runs/{run_id}?workflowType=machine_learning)" in again.stdout

@@ -158,3 +158,16 @@ def ui_lines(uri: str, experiment_id: str, run_id: str, ui_command: str) -> list
     from evalpipe.safety.secrets import mask_text
 
     return [mask_text(line) for line in lines]  # a server URI's user:password is never printed
+
+
+def run_href(experiment_id: str, run_id: str) -> str:
+    """A run page as a link relative to wherever the UI is served (for descriptions shown in the UI)."""
+    return f"#/experiments/{experiment_id}/runs/{run_id}?{WORKFLOW}"
+
+
+def run_link_suffix(uri: str, experiment_id: str, run_id: str) -> str:
+    """` (<run page URL>)` for a line naming a run, or "" where the store has no UI address; masked."""
+    from evalpipe.safety.secrets import mask_text
+
+    url = run_url(uri, experiment_id, run_id)
+    return f" ({mask_text(url)})" if url else ""

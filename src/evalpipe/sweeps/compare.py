@@ -792,7 +792,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.experiment:
             experiment_id = client.get_experiment_by_name(args.experiment).experiment_id
         run_id = log_comparison(tracker, result, text, experiment_id, args, diffs)
-        console.print(f"MLflow: logged the comparison as run [bold]{run_id}[/]")
+        from evalpipe.reporting.links import run_link_suffix
+
+        link = run_link_suffix(tracker.uri, experiment_id, run_id)
+        console.print(f"MLflow: logged the comparison as run [bold]{run_id}[/]{link}", soft_wrap=True)
     return 0
 
 
