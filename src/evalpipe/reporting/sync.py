@@ -119,7 +119,7 @@ def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
     stale_note = (
         f"; marked the half-logged run(s) {[r.info.run_id for r in existing]} FAILED" if existing else ""
     )
-    page = run_link_suffix(tracker.uri, experiment_id, run_id).strip(" ()") or "(no UI address for this store)"
+    page = run_link_suffix(tracker.uri, experiment_id, run_id).strip(" ()") or "(no UI for this store)"
     return (
         f"uploaded {saved.directory} -> run {run_id} ({info.get('status')}) in experiment "
         f"{info['experiment']!r}{stale_note}\n  run page: {page}"
