@@ -24,7 +24,7 @@ CONF_DIR = str(PROJECT_ROOT / "conf")
 
 @dataclass(frozen=True)
 class Subcommand:
-    """A command run instead of an evaluation: where its `main(argv) -> exit code` is, and one line of help."""
+    """A command run instead of an evaluation: its `main(argv) -> exit code`, and one line of help."""
 
     module: str
     function: str
@@ -33,13 +33,13 @@ class Subcommand:
 
 SUBCOMMANDS: dict[str, Subcommand] = {
     "compare": Subcommand(
-        "evalpipe.sweeps.compare", "main", "are differences between runs real? paired CIs and p-values per case"
+        "evalpipe.sweeps.compare", "main", "are differences between runs real? paired CIs and p-values"
     ),
     "check-fixture": Subcommand(
         "evalpipe.fixture_check.cli", "main", "does a fixture measure what its tiers claim? flagged cases"
     ),
     "merge-judgements": Subcommand(
-        "evalpipe.judge.merge", "main", "add reviewed LLM-judge verdicts (judged.tsv) to a new fixture version"
+        "evalpipe.judge.merge", "main", "add reviewed judge verdicts (judged.tsv) to a new fixture version"
     ),
     "sync": Subcommand(
         "evalpipe.reporting.sync", "main", "upload runs saved offline (or while the store was down) to MLflow"
@@ -48,7 +48,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "evalpipe.gate.cli", "gate_main", "did a change make retrieval worse than a baseline? exit 0 / 1 / 2"
     ),
     "baseline": Subcommand(
-        "evalpipe.gate.cli", "baseline_main", "name, list or export the baselines `evalpipe gate` compares with"
+        "evalpipe.gate.cli", "baseline_main", "name, list or export the baselines the gate compares with"
     ),
 }
 
