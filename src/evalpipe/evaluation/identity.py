@@ -55,6 +55,11 @@ def hydra_context() -> tuple[str, list[str], Path | None]:
     # As typed: an override holding ${...} must not be resolved here (it may not resolve at all).
     overrides = [str(o) for o in OmegaConf.to_container(hc.overrides.task, resolve=False)]  # type: ignore[union-attr]
     choice = hc.runtime.choices.get("ranker")
+    if choice:  # `graph(base=bm25f)` when a nested component is not its config's default
+        from evalpipe.paths import PROJECT_ROOT
+        from evalpipe.sweeps.naming import qualified_choice
+
+        choice = qualified_choice(dict(hc.runtime.choices), PROJECT_ROOT / "conf")
     if not choice:  # plug-in given as ranker._target_ without a config group option
         target = next((o.split("=", 1)[1] for o in overrides if "ranker._target_=" in o), "plugin")
         choice = target.rsplit(".", 1)[-1]
