@@ -37,6 +37,10 @@ def config_hash(cfg: Mapping[str, Any], *identity: str) -> str:
     """Identity of what a run measures: the config (less where it is logged) plus `identity`
     (fixture sha256, code fingerprint). A sweep resumes by skipping hashes already FINISHED."""
     measured = {k: v for k, v in cfg.items() if k not in NON_MEASURING_KEYS}
+    if "ranker" in measured:  # batch size, cache dir, device: how fast, not what (reporting.params)
+        from evalpipe.reporting.params import without_execution_keys
+
+        measured["ranker"] = without_execution_keys(measured["ranker"])
     fixture = measured.get("fixture")  # the split is measured; its seed only when a split is taken
     if isinstance(fixture, Mapping) and str(fixture.get("split") or "all") == "all":
         measured["fixture"] = {k: v for k, v in fixture.items() if k not in SPLIT_ONLY_KEYS}
