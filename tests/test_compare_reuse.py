@@ -223,3 +223,21 @@ def test_baseline_set_and_sync_print_the_run_page(swept, tmp_path):
     assert f"run page: {UI}{exp_id}/runs/{run_id}?workflowType=machine_learning" in synced.stdout
     again = cli(tmp_path, "sync", str(tmp_path / "off"), "--tracking-uri", swept["uri"])
     assert f"is run {run_id} ({UI}{exp_id}/runs/{run_id}?workflowType=machine_learning)" in again.stdout
+
+
+def test_the_runs_view_filter_lists_each_measured_configuration_once(swept):
+    """The shared view's filter, run by the store itself: the measured points only (no reused
+    copies, no sweep parents); the UI sends the same string (tests/test_ui_browser.py)."""
+    from evalpipe.reporting import links
+    from evalpipe.sweeps.reuse import REUSED_TAG
+
+    assert links.REUSED_TAG == REUSED_TAG
+    client = swept["client"]
+    exp_id = next(iter(swept["measured"].values())).info.experiment_id
+    shown = client.search_runs([exp_id], filter_string=links.measured_filter("recall_at_5"), max_results=100)
+    # The two sweeps hold 3 measured points and 2 reused copies under 2 parents; each point once.
+    points = sorted(r.info.run_name for r in shown if r.info.run_name.startswith("bm25 fields="))
+    assert points == sorted(r.info.run_name for r in swept["measured"].values())
+    assert len(points) == 3 and all("recall_at_5" in r.data.metrics for r in shown)
+    assert not any(REUSED_TAG in r.data.tags for r in shown)
+    assert not any(r.data.tags.get("evalpipe.role") in ("parent", "compare") for r in shown)
