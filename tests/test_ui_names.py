@@ -201,9 +201,7 @@ def test_prepare_experiment_tags_once_widens_the_view_and_keeps_a_users_descript
     links.prepare_experiment(client, "7", [1, 5], "recall_at_5")
     assert client.tags["mlflow.experimentKind"] == "custom_model_development"
     view = json.loads(client.tags["mlflow.sharedViewState.evalpipe"])
-    assert view["selectedColumns"] == [
-        f"metrics.`{m}`" for m in ("recall_at_1", "recall_at_5", "mrr")
-    ] + [
+    assert view["selectedColumns"] == [f"metrics.`{m}`" for m in ("recall_at_1", "recall_at_5", "mrr")] + [
         "metrics.`ndcg_at_1`",
         "metrics.`ndcg_at_5`",
         "params.`ranker`",
