@@ -139,7 +139,8 @@ def evalpipe(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 
 
 def main(out_dir: str) -> int:
-    """Screenshots of the landing page, the runs table, a run page, a sweep parent and a case diff."""
+    """Screenshots of the landing page, the runs table, a run page, a sweep parent, a reused
+    point's page and a case diff (of a compare run on a reused point)."""
     import tempfile
 
     from mlflow.tracking import MlflowClient
@@ -152,6 +153,7 @@ def main(out_dir: str) -> int:
         evalpipe(*common)
         evalpipe(*common, "ranker=exact")
         evalpipe(*common, "ranker.fields=[title,text]")
+        evalpipe(*common, "ranker=graph", "ranker@ranker.base=bm25f")  # named graph(base=bm25f)
         evalpipe("-m", *common, "ranker.k1=0.9,1.2", f"hydra.sweep.dir={work / 'sw1'}")
         evalpipe("-m", *common, "ranker.k1=0.9,1.2,1.5", f"hydra.sweep.dir={work / 'sw2'}")  # 2 reused
         client = MlflowClient(tracking_uri=uri)
@@ -160,7 +162,8 @@ def main(out_dir: str) -> int:
         by_name = {r.info.run_name: r for r in runs}
         base, other = by_name["bm25"].info.run_id, by_name["bm25 fields=[title,text]"].info.run_id
         parent = [r for r in runs if r.data.tags.get("evalpipe.role") == "parent"][-1].info.run_id
-        cmp = evalpipe("compare", "--tracking-uri", uri, "--runs", base[:8], other[:8], "--cases", "--log")
+        reused = next(r for r in runs if "evalpipe.reused_run_id" in r.data.tags).info.run_id
+        cmp = evalpipe("compare", "--tracking-uri", uri, "--runs", reused[:8], other[:8], "--cases", "--log")
         compare_run = cmp.stdout.rsplit("logged the comparison as run", 1)[1].split()[0]
         with lean_server(uri) as url:
             app = f"{url}/#/experiments/{exp.experiment_id}"
@@ -169,8 +172,17 @@ def main(out_dir: str) -> int:
             screenshot(f"{app}/runs?{ml}&viewStateShareKey=evalpipe", out / "ui_runs_table.png")
             screenshot(f"{app}/runs/{base}?{ml}", out / "ui_run_page.png")
             screenshot(f"{app}/runs/{parent}?{ml}", out / "ui_sweep_parent.png")
+            screenshot(f"{app}/runs/{reused}?{ml}", out / "ui_reused_point.png")
             screenshot(f"{app}/runs/{compare_run}/artifacts/diff.json?{ml}", out / "ui_case_diff.png")
-    for name in ("ui_landing", "ui_runs_table", "ui_run_page", "ui_sweep_parent", "ui_case_diff"):
+    names = (
+        "ui_landing",
+        "ui_runs_table",
+        "ui_run_page",
+        "ui_sweep_parent",
+        "ui_reused_point",
+        "ui_case_diff",
+    )
+    for name in names:
         print(out / f"{name}.png")
     return 0
 
