@@ -46,10 +46,10 @@ def test_params_name_the_model_and_leave_out_execution_knobs(ranker, model_keys)
 def test_code_search_params_count_and_what_they_are():
     params = measurement_params(resolved("ranker=code_search"), "code_search", "gold")
     # By hand from conf/ranker/{code_search,hybrid,bm25f,exact,semantic}.yaml, less class paths
-    # and the three execution knobs of semantic: graph 10 + hybrid 13 (weights: 3) + bm25f 18
-    # (k1, weights 6, b 6, 5 more) + exact 5 + semantic 8 = 54 ranker settings, plus `ranker`,
-    # `fixture` and its 5 settings, ks, metrics, token_encoding = 64 (was 67).
-    assert len(params) == 64
+    # and the three execution knobs of semantic: graph 10 + hybrid 14 (weights: 3, module_prior)
+    # + bm25f 19 (k1, weights 6, b 6, 6 more) + exact 5 + semantic 9 (test_prior) = 57 ranker
+    # settings, plus `ranker`, `fixture` and its 5 settings, ks, metrics, token_encoding = 67.
+    assert len(params) == 67
     assert params["ranker.base.components.semantic.engine"] == "torch"
 
 
