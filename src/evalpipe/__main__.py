@@ -76,6 +76,18 @@ def hydra_main(cfg: DictConfig) -> float:
 
 
 def main() -> None:
+    """`evalpipe ...`: a closed pipe (`evalpipe --help | head`) ends quietly, as for any Unix tool."""
+    try:
+        _main()
+    except BrokenPipeError:
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's exit flush would raise again
+        sys.exit(0)
+
+
+def _main() -> None:
     from evalpipe.safety import signals
 
     if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
