@@ -176,7 +176,7 @@ def test_overlap_and_phrase_hand_worked(report):
     # 'printing one' = 'prints one' after stemming; 'stderr, no traceback' is split by the comma
     assert c.phrase == ("printing", "one")
     assert c.leak_level == "none"
-    assert c.flags == ("overlap 0.83 > 0.5", "phrase 'printing one'")
+    assert c.flags == ("overlap 0.83 >= 0.5", "phrase 'printing one'")
 
 
 def test_name_leak_full_partial_none(report):
@@ -191,7 +191,7 @@ def test_name_leak_full_partial_none(report):
     assert part.leak_level == "partial" and part.leak.words == ("arguments",)
     assert part.overlap == pytest.approx(2 / 4) and part.overlap_stemmed == pytest.approx(3 / 4)
     assert len(part.phrase) == 1
-    assert part.flags == ("overlap 0.75 > 0.5",)  # a partial leak alone is not a flag
+    assert part.flags == ("overlap 0.75 >= 0.5",)  # a partial leak alone is not a flag
     # camelCase name parseJSONLines -> parse json lines: all in the query
     assert checks["c-camel"].leak_level == "full"
     # 'pretty-print a signature' shares no word with format_arguments / its docstring
@@ -273,9 +273,13 @@ def test_threshold_overrides():
     table = apply_overrides(
         ["*.max_expected=none", "concept.max_phrase=3", "exact.flag_strong_candidate=true"]
     )
-    assert table["concept"].max_phrase == 3 and table["concept"].max_overlap_stemmed == 0.5
-    assert thresholds_for("docs", table).max_expected is None  # '*' is every tier not listed
-    assert table["exact"].flag_strong_candidate is True and table["exact"].max_expected == 2
+    concept = thresholds_for("concept", "paraphrase", table)
+    assert concept.max_phrase == 3 and concept.max_overlap_stemmed == 0.5 and concept.max_expected == 3
+    # '*' is every tier not listed, on top of its kind's thresholds
+    assert thresholds_for("docs", "paraphrase", table).max_expected is None
+    assert thresholds_for("docs", "paraphrase", table).max_overlap_stemmed == 0.5
+    exact = thresholds_for("exact", "lookup", table)
+    assert exact.flag_strong_candidate is True and exact.max_expected == 2
     with pytest.raises(ValueError, match="flag_strong_candidate must be true or false"):
         apply_overrides(["concept.flag_strong_candidate=1"])
 
@@ -299,7 +303,7 @@ def finder_for(fixture):
 
 
 def test_strong_candidate_flags_until_judged(tmp_path):
-    # tier 'docs' (not a stock tier): only the size and ambiguity checks apply
+    # tier 'docs' (not a stock tier): checked as a paraphrase tier, like any tier that is not a lookup
     case = {
         "id": "c1",
         "tier": "docs",
@@ -317,7 +321,9 @@ def test_strong_candidate_flags_until_judged(tmp_path):
     case["expected"] = {"app/a.py::lookup": 1, "app/b.py::lookup": 0}
     fixture = load_fixture(write_fixture(tmp_path, [case]))
     (check,) = check_fixture(fixture, finder=finder_for(fixture)).cases
-    assert check.candidates == () and check.flags == ()
+    assert check.candidates == ()
+    # the wording flags remain: 'rank documents' is copied from the target (2 of 3 words)
+    assert check.flags == ("overlap 0.67 >= 0.5", "phrase 'rank documents'")
 
 
 class FixedRanker:
