@@ -40,7 +40,9 @@ _NOT_ALNUM = re.compile(r"[^0-9a-z]+")
 @lru_cache(maxsize=1 << 14)
 def _id_words(unit_id: str) -> tuple[frozenset[str], str]:
     """The stemmed content words of a unit ID (path and qualified name) and its bare letters."""
-    return content_words(unit_id.replace("::", " ").replace("#", " ")).stem_set, _NOT_ALNUM.sub("", unit_id.lower())
+    return content_words(unit_id.replace("::", " ").replace("#", " ")).stem_set, _NOT_ALNUM.sub(
+        "", unit_id.lower()
+    )
 
 
 def is_name_lookup(query: str, units: Iterable[Unit]) -> bool:
