@@ -280,6 +280,10 @@ def test_threshold_overrides():
     assert thresholds_for("docs", "paraphrase", table).max_overlap_stemmed == 0.5
     exact = thresholds_for("exact", "lookup", table)
     assert exact.flag_strong_candidate is True and exact.max_expected == 2
+    # by name alone, a tier gets its stock kind: table["exact"] is a lookup tier's, "docs" a paraphrase's
+    assert table["exact"] == exact and table["concept"] == concept
+    assert thresholds_for("docs", table) == thresholds_for("docs", "paraphrase", table)
+    assert thresholds_for("multi_hop").min_needs_relation == 0.5
     with pytest.raises(ValueError, match="flag_strong_candidate must be true or false"):
         apply_overrides(["concept.flag_strong_candidate=1"])
 

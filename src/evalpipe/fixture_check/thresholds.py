@@ -55,6 +55,23 @@ KIND_THRESHOLDS: Mapping[str, TierThresholds] = MappingProxyType(
     }
 )
 THRESHOLD_NAMES = tuple(f.name for f in fields(TierThresholds))
+#: The stock tiers' thresholds (their stock kinds'); any other tier is a paraphrase tier
+#: unless measured or declared otherwise.
+DEFAULT_THRESHOLDS: Mapping[str, TierThresholds] = MappingProxyType(
+    {
+        "exact": KIND_THRESHOLDS["lookup"],
+        "concept": KIND_THRESHOLDS["paraphrase"],
+        "multi_hop": KIND_THRESHOLDS["relational"],
+    }
+)
+OTHER_TIER = KIND_THRESHOLDS["paraphrase"]
+#: The kind a stock tier has when nothing else is known (check_fixture measures it instead).
+STOCK_KINDS: Mapping[str, str] = MappingProxyType({"exact": "lookup", "multi_hop": "relational"})
+
+
+def default_kind(tier: str) -> str:
+    """The kind of a tier known only by its name: the stock meaning, else paraphrase."""
+    return STOCK_KINDS.get(tier, "paraphrase")
 
 
 @dataclass(frozen=True)
@@ -67,17 +84,26 @@ class ThresholdTable:
 
     overrides: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
 
-    def for_tier(self, tier: str, kind: str) -> TierThresholds:
-        base = KIND_THRESHOLDS[kind]
+    def for_tier(self, tier: str, kind: str | None = None) -> TierThresholds:
+        base = KIND_THRESHOLDS[kind or default_kind(tier)]
         own = self.overrides.get(tier)
         changes = own if own is not None else self.overrides.get("*", {})
         return replace(base, **changes) if changes else base
+
+    def __getitem__(self, tier: str) -> TierThresholds:
+        """`table["concept"]`: a tier's thresholds by its stock kind (see `default_kind`)."""
+        return self.for_tier(tier)
 
 
 DEFAULT_TABLE = ThresholdTable()
 
 
-def thresholds_for(tier: str, kind: str, table: ThresholdTable | None = None) -> TierThresholds:
+def thresholds_for(
+    tier: str, kind: str | ThresholdTable | None = None, table: ThresholdTable | None = None
+) -> TierThresholds:
+    """A tier's thresholds; `thresholds_for(tier, table)` (no kind) uses the stock kind."""
+    if isinstance(kind, ThresholdTable):
+        kind, table = None, kind
     return (table or DEFAULT_TABLE).for_tier(tier, kind)
 
 
