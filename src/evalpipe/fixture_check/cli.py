@@ -28,7 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Measure how hard and how honest each case of a fixture is: query/target word overlap, "
             "shared phrases, name leakage, multi_hop name matching, expected-set size and ambiguity "
-            "candidates, flagged with per-tier thresholds (docs/fixtures.md)."
+            "candidates, flagged with the thresholds of each tier's kind (lookup, paraphrase, relational: "
+            "measured or declared with tier_kinds, never the name alone) and a BM25 pinned in the checker "
+            "(docs/fixtures.md)."
         ),
     )
     parser.add_argument("fixture", help="a YAML fixture (fixtures/gold.yaml) or a BEIR folder")
@@ -36,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--strict", action="store_true", help="exit 2 when any case or tier is flagged")
     parser.add_argument("--json", metavar="FILE", help="write every figure, case and candidate as JSON")
     parser.add_argument(
-        "--no-ambiguity", action="store_true", help="skip ambiguity candidates (no BM25 index; fastest)"
+        "--no-ambiguity",
+        action="store_true",
+        help="skip ambiguity candidates (no index of the checker's pinned BM25; fastest)",
     )
     parser.add_argument(
         "--semantic",
