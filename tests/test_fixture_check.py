@@ -598,8 +598,10 @@ def test_lookup_share_threshold(tmp_path):
     fixture = load_fixture(write_fixture(tmp_path, cases_in("names", LOOKUPS[:2] + LEAKY[:1])))
     report = check_fixture(fixture)
     assert report.kinds == {"names": "paraphrase"}
-    # flagged: 'top_k' (overlap 1/1) and the sentence; 'parsejsonlines' is one unsplit word its target lacks
-    assert [c.case_id for c in report.flagged_cases] == ["names-0", "names-2"]
+    # all flagged: 'top_k' (overlap 1/1), 'parsejsonlines' (parseJSONLines run together: a full
+    # leak, overlap 1/1) and the sentence
+    assert [c.case_id for c in report.flagged_cases] == ["names-0", "names-1", "names-2"]
+    assert "name leak 'parseJSONLines'" in report.cases[1].flags
 
 
 def test_is_name_lookup_words_and_letters(tmp_path):
@@ -747,3 +749,29 @@ def test_checker_ambiguity_never_reads_the_shipped_bm25_conf(tmp_path, monkeypat
     assert data["ambiguity_ranker_config"]["bm25"]["k1"] == 1.5
     assert data["ambiguity_ranker_config"]["bm25"]["_target_"] == "evalpipe.rankers.bm25.BM25Ranker"
     assert data["tier_kinds"] == {"concept": "paraphrase"}
+
+
+RUN_TOGETHER = [
+    unit("w/b.py::merge_settings", "merge_settings", "def merge_settings(): fileops layer"),
+]
+
+
+@pytest.mark.parametrize(
+    "query, overlap, leak",
+    [
+        # target content words: merge settings (title and code), fileops, layer; joined forms
+        # of its compounds: mergesettings.  Query words hand-counted below.
+        ("mergesettings xray yankee zulu", 1 / 4, "full"),  # the name run-together: a full leak
+        ("file ops xray yankee", 2 / 4, "none"),  # 'file ops' is the target's 'fileops'
+        ("file, ops xray yankee", 0 / 4, "none"),  # a comma breaks the pair
+        ("fileops xray yankee", 1 / 3, "none"),
+        ("merge xray settings yankee", 2 / 4, "full"),  # plain words, as before
+    ],
+)
+def test_run_together_spellings_count_as_copied(tmp_path, query, overlap, leak):
+    case = {"id": "c1", "tier": "concept", "query": query, "expected": ["w/b.py::merge_settings"]}
+    (check,) = check_fixture(load_fixture(write_fixture(tmp_path, [case], RUN_TOGETHER))).cases
+    assert check.overlap_stemmed == overlap
+    assert check.leak_level == leak
+    assert ("name leak 'merge_settings'" in check.flags) == (leak == "full")
+    assert any(f.startswith("overlap") for f in check.flags) == (overlap >= 0.5)

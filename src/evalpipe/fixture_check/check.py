@@ -17,7 +17,7 @@ from evalpipe.fixture_check.ambiguity import AmbiguityFinder, Candidate
 from evalpipe.fixture_check.leakage import Leak, known_names, name_leak, name_match, query_identifiers
 from evalpipe.fixture_check.thresholds import ThresholdTable, TierThresholds, thresholds_for
 from evalpipe.fixture_check.tier_kind import tier_kinds
-from evalpipe.fixture_check.words import Words, content_words, longest_shared_run, share_present
+from evalpipe.fixture_check.words import Words, content_words, copied_share, longest_shared_run
 from evalpipe.inputs.fixture import Case, Fixture
 
 LEAK_ORDER = {"none": 0, "partial": 1, "full": 2}
@@ -152,8 +152,8 @@ def measure_case(
         units.append(
             UnitFigures(
                 unit_id=unit.id,
-                overlap=share_present(query.surface_set, words.surface_set),
-                overlap_stemmed=share_present(query.stem_set, words.stem_set),
+                overlap=copied_share(query, words, stemmed=False),
+                overlap_stemmed=copied_share(query, words, stemmed=True),
                 phrase=query.surface[start : start + length],
                 phrase_words=query.span_size(start, length),
                 leak=name_leak(query, unit),
