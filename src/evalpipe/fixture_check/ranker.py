@@ -30,6 +30,7 @@ CHECKER_BM25: Mapping[str, object] = MappingProxyType(
         "fields": ["title", "text", "identifiers"],
         "split_compounds": True,
         "test_prior": "last",
+        "module_prior": "off",
         "min_score": None,
     }
 )
