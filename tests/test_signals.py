@@ -134,8 +134,10 @@ def test_sigterm_to_a_joblib_sweep_kills_parent_children_and_workers(tmp_path):
     by_id = {r.info.run_id: r for r in runs}
     for s in saved:
         run = by_id[s["run_id"]]
-        assert run.data.metrics.get("count/cases") == s["cases_completed"], (s, run.data.metrics)
-        assert run.data.tags.get("evalpipe.upload") == "complete"
+        if run.data.tags.get("evalpipe.upload") == "complete":
+            assert run.data.metrics.get("count/cases") == s["cases_completed"], (s, run.data.metrics)
+        else:  # a worker torn down mid-upload and the store busy: nothing lost, the parent says how to sync
+            assert f"upload them with `evalpipe sync {sweep_dir}`" in stderr, (s, run.data.tags, stderr)
     assert "Traceback" not in stderr
 
 
