@@ -53,6 +53,9 @@ def main() -> None:
         from evalpipe.gate.cli import baseline_main
 
         sys.exit(baseline_main(sys.argv[2:]))
+    from evalpipe.reporting import upload_worker
+
+    upload_worker.spawn_early(sys.argv[1:])  # imports MLflow on the other core while this run measures
     from evalpipe.safety import hydra_errors
 
     signals.install()

@@ -227,6 +227,37 @@ def ensure_experiment(tracker: Tracker, name: str) -> str:
         return exp.experiment_id
 
 
+def check_store(uri: str | None) -> str:
+    """The checks of a store that need no MLflow (a bad URI, a read-only SQLite store, a server
+    that does not answer), as `open_experiment` words them; returns the normalised URI.
+
+    A run whose store is opened by the upload worker makes these checks itself before any
+    case, so those failures still stop it first, with exit 2."""
+    from evalpipe.safety.errors import EvalpipeError
+    from evalpipe.safety.secrets import mask_text
+
+    try:
+        uri = normalise_uri(uri)
+        db = sqlite_path(uri)
+        if db is not None:
+            check_writable(db)
+        elif uri.startswith(("http://", "https://")):
+            import logging
+
+            logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+            probe_server(uri)
+    except EvalpipeError:
+        raise
+    except StoreUnavailable as exc:
+        raise EvalpipeError(str(exc)) from None
+    except Exception as exc:
+        first = mask_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        raise EvalpipeError(
+            f"cannot open MLflow store {mask_text(str(uri))!r}: {type(exc).__name__}: {first}"
+        ) from None
+    return uri
+
+
 def open_experiment(uri: str | None, name: str) -> tuple[Tracker, str]:
     """Store + experiment, or an EvalpipeError saying which store could not be opened."""
     from evalpipe.safety.errors import EvalpipeError
