@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import sys
 
-import hydra
-from omegaconf import DictConfig
+if __name__ == "__main__":  # `python -m evalpipe`: start the upload worker before importing Hydra
+    from evalpipe.reporting import upload_worker
 
-from evalpipe.paths import PROJECT_ROOT
+    upload_worker.spawn_early(sys.argv[1:])
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from evalpipe.paths import PROJECT_ROOT  # noqa: E402
 
 CONF_DIR = str(PROJECT_ROOT / "conf")
 

@@ -42,6 +42,8 @@ ENV = "EVALPIPE_UPLOAD_WORKER"
 NO_RUN_FLAGS = frozenset(
     {"-m", "--multirun", "-h", "--help", "--hydra-help", "-c", "--cfg", "--info", "--shell-completion"}
 )
+#: `evalpipe <command>`s that are not runs (dispatched before Hydra).
+SUBCOMMANDS = frozenset({"compare", "check-fixture", "merge-judgements", "sync", "gate", "baseline"})
 _OFFLINE = ("tracking.offline=true", "tracking.offline=True", "+tracking.offline=true")
 
 _early: UploadWorker | None = None
@@ -62,6 +64,8 @@ class WorkerError(Exception):
 def wanted(argv: Sequence[str]) -> bool:
     """Whether this command line is a single run that may upload (so a worker can help)."""
     if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    if argv and argv[0] in SUBCOMMANDS:
         return False
     return not any(a in NO_RUN_FLAGS or a in _OFFLINE or a.startswith("--cfg") for a in argv)
 
@@ -305,7 +309,15 @@ def serve() -> None:
     for name in ("SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGPIPE"):
         if hasattr(signal, name):  # only the parent tells this process what to do (or kill/EOF)
             signal.signal(getattr(signal, name), signal.SIG_IGN)
+    import time as _t
+    _trace = os.environ.get("EVALPIPE_WORKER_TRACE")
+    def mark(what):
+        if _trace:
+            with open(_trace, "a") as fh:
+                fh.write(f"{_t.time():.3f} worker {what}\n")
+    mark("spawned")
     _warm()
+    mark("warm")
     from evalpipe.safety.errors import EvalpipeError
 
     server = _Serve()
@@ -313,8 +325,10 @@ def serve() -> None:
     for raw in sys.stdin.buffer:
         if not raw.strip():
             continue
+        mark("got " + json.loads(raw)["op"])
         try:
             reply = {"ok": True, **server.handle(json.loads(raw))}
+            mark("done")
         except EvalpipeError as exc:
             reply = {"ok": False, "bad": True, "error": str(exc)}
         except Exception as exc:
