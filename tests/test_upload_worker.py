@@ -17,8 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import all_runs, cli, cli_env, client_for, error_lines, popen_cli, slow_ranker, wait_for_lines
-from cli_helpers import write_tiny
+from cli_helpers import (
+    all_runs,
+    cli,
+    cli_env,
+    client_for,
+    error_lines,
+    popen_cli,
+    slow_ranker,
+    wait_for_lines,
+    write_tiny,
+)
 from evalpipe.reporting.tracking import schema_lock
 from evalpipe.reporting.upload_worker import wanted
 from evalpipe.safety.signals import child_pids
@@ -128,10 +137,8 @@ def test_store_that_cannot_be_opened_after_the_checks_costs_no_results(tmp_path)
     store.mkdir()
     (store / "mlflow.db").write_bytes(b"not a database, " * 512)
     out = tmp_path / "out"
-    proc = cli(
-        tmp_path, f"fixture.path={fx}", f"tracking.uri=sqlite:///{store / 'mlflow.db'}", f"hydra.run.dir={out}",
-        *PLUGIN,
-    )  # fmt: skip
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    proc = cli(tmp_path, f"fixture.path={fx}", f"tracking.uri={uri}", f"hydra.run.dir={out}", *PLUGIN)
     assert proc.returncode == 1, proc.stderr
     lines = error_lines(proc.stderr)
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr

@@ -310,11 +310,14 @@ def serve() -> None:
         if hasattr(signal, name):  # only the parent tells this process what to do (or kill/EOF)
             signal.signal(getattr(signal, name), signal.SIG_IGN)
     import time as _t
+
     _trace = os.environ.get("EVALPIPE_WORKER_TRACE")
+
     def mark(what):
         if _trace:
             with open(_trace, "a") as fh:
                 fh.write(f"{_t.time():.3f} worker {what}\n")
+
     mark("spawned")
     _warm()
     mark("warm")
