@@ -151,10 +151,13 @@ def reuse(state: RunState) -> float | None:
     state.job = sweep.job_context(state.tracker, state.experiment_id)
     if state.tracker is None or not state.job.sweep_id or state.cfg.get("force"):
         return None
-    done = sweep.find_finished(state.tracker, state.experiment_id, state.chash)
+    from evalpipe.sweeps.reuse import find_reusable, reuse_point
+
+    done = find_reusable(
+        state.tracker, state.experiment_id, state.chash, tracking.code_fingerprint(), fixture.sha256
+    )
     if done is None:
         return None
-    from evalpipe.sweeps.reuse import reuse_point
 
     return reuse_point(
         state.console,
@@ -170,6 +173,7 @@ def reuse(state: RunState) -> float | None:
 
 def start(state: RunState) -> None:
     """Open the MLflow run (RUNNING from here until record/upload end it) with the identity tags."""
+    from evalpipe.reporting import tracking
     from evalpipe.reporting.record import Recording
 
     fixture, counter = state.fixture, state.counter
@@ -184,6 +188,7 @@ def start(state: RunState) -> None:
         "evalpipe.corpus_sha256": fixture.corpus.sha256,
         "evalpipe.ranker": state.ranker_choice,
         "evalpipe.config_hash": state.chash,
+        "evalpipe.code_fingerprint": tracking.code_fingerprint(),  # sweeps.reuse asks by it
         "evalpipe.token_counter": counter.method,
         "evalpipe.objective": state.objective,
     }

@@ -124,7 +124,10 @@ class MLflowSweepCallback(Callback):
     def _start(self, config: DictConfig) -> None:
         from evalpipe.preflight import check_sweep
         from evalpipe.safety.errors import EvalpipeError
+        from evalpipe.sweeps import compose_once
         from evalpipe.sweeps.summary import swept_keys
+
+        compose_once.install()  # each job's config composed once (the check's copy goes to the launcher)
 
         try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
             check_sweep(config, swept_keys(*_sweeper_spec(config)))
