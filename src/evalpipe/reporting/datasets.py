@@ -177,14 +177,28 @@ def log_saved_inputs(tracker: Any, run_id: str, saved: Any) -> None:
     specs = saved_specs(saved)
     if specs:
         split = str(saved.tags.get(SPLIT_TAG) or saved.params.get(SPLIT_TAG) or "")
-        tracker.client.log_inputs(run_id, datasets=dataset_inputs(specs, split))
+        log_inputs(tracker, run_id, dataset_inputs(specs, split))
 
 
 def copy_inputs(tracker: Any, source_run: Any, run_id: str) -> None:
     """Log `source_run`'s dataset inputs on `run_id` too (a reused sweep point measured the same data)."""
     inputs = getattr(getattr(source_run, "inputs", None), "dataset_inputs", None) or []
     if inputs:
-        tracker.client.log_inputs(run_id, datasets=list(inputs))
+        log_inputs(tracker, run_id, list(inputs))
+
+
+def log_inputs(tracker: Any, run_id: str, inputs: list[Any]) -> None:
+    """`log_inputs`, once more if another run logged the same dataset at the same moment.
+
+    MLflow's SQL store looks a dataset up, then inserts it: two runs of one experiment
+    uploading the same fixture together (two runs started at once) can both miss it, and the
+    second insert fails its UNIQUE constraint. Asked again, the store finds the first one."""
+    try:
+        tracker.client.log_inputs(run_id, datasets=inputs)
+    except Exception as exc:
+        if "UNIQUE constraint" not in str(exc) and "IntegrityError" not in str(exc):
+            raise
+        tracker.client.log_inputs(run_id, datasets=inputs)
 
 
 # --- reading -------------------------------------------------------------------------------------
