@@ -309,18 +309,7 @@ def serve() -> None:
     for name in ("SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGPIPE"):
         if hasattr(signal, name):  # only the parent tells this process what to do (or kill/EOF)
             signal.signal(getattr(signal, name), signal.SIG_IGN)
-    import time as _t
-
-    _trace = os.environ.get("EVALPIPE_WORKER_TRACE")
-
-    def mark(what):
-        if _trace:
-            with open(_trace, "a") as fh:
-                fh.write(f"{_t.time():.3f} worker {what}\n")
-
-    mark("spawned")
     _warm()
-    mark("warm")
     from evalpipe.safety.errors import EvalpipeError
 
     server = _Serve()
@@ -328,10 +317,8 @@ def serve() -> None:
     for raw in sys.stdin.buffer:
         if not raw.strip():
             continue
-        mark("got " + json.loads(raw)["op"])
         try:
             reply = {"ok": True, **server.handle(json.loads(raw))}
-            mark("done")
         except EvalpipeError as exc:
             reply = {"ok": False, "bad": True, "error": str(exc)}
         except Exception as exc:
