@@ -43,7 +43,19 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCIFACT = ROOT.parent / "shared" / "datasets" / "scifact"
+#: ../shared beside the checkout; a git worktree under <repo>/../wt/<name> looks one more level up.
+SCIFACT = (
+    next(
+        (
+            p
+            for p in (ROOT.parent / "shared", ROOT.parents[1] / "shared")
+            if (p / "datasets" / "scifact").is_dir()
+        ),
+        ROOT.parent / "shared",
+    )
+    / "datasets"
+    / "scifact"
+)
 
 BARE_BM25S = r"""
 import csv, gzip, json, sys
