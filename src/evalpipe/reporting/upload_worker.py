@@ -124,14 +124,13 @@ class UploadWorker:
             raise WorkerGone("the upload worker ended")
         self._buffer += chunk
 
-    def _drain(self, wait: float | None) -> bool:
+    def _drain(self, wait: float | None) -> None:
         """Move complete lines from the pipe into `_replies`; waits at most `wait` s for data."""
         self._fill(wait)
         while b"\n" in self._buffer:
             line, _, self._buffer = self._buffer.partition(b"\n")
             self._read += 1
             self._replies[self._read] = json.loads(line)
-        return True
 
     def reply(self, number: int) -> dict[str, Any]:
         """The reply to request `number` (blocking); WorkerError if it failed."""
@@ -143,16 +142,6 @@ class UploadWorker:
         if not answer.get("ok"):
             raise WorkerError(str(answer.get("error") or "failed"), bool(answer.get("bad")))
         return answer
-
-    def answered(self, number: int) -> bool:
-        """Non-blocking: has request `number` been answered (or the worker gone)?"""
-        with contextlib.suppress(WorkerGone):
-            while number not in self._replies and not self.gone:
-                ready, _, _ = select.select([self.proc.stdout], [], [], 0)
-                if not ready:
-                    break
-                self._drain(0)
-        return number in self._replies or self.gone
 
     def close(self, timeout: float = 60.0) -> None:
         """Let the worker finish what was sent, then end it (killed if it does not end in time)."""
