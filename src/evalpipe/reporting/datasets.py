@@ -195,8 +195,9 @@ def log_inputs(tracker: Any, run_id: str, inputs: list[Any]) -> None:
     second insert fails its UNIQUE constraint. Asked again, the store finds the first one."""
     try:
         tracker.client.log_inputs(run_id, datasets=inputs)
-    except Exception as exc:
-        if "UNIQUE constraint" not in str(exc) and "IntegrityError" not in str(exc):
+    except Exception as exc:  # SQLite: "UNIQUE constraint failed"; PostgreSQL: "UniqueViolation"
+        text = str(exc).lower()
+        if not any(w in text for w in ("unique constraint", "uniqueviolation", "integrityerror")):
             raise
         tracker.client.log_inputs(run_id, datasets=inputs)
 
