@@ -247,3 +247,37 @@ def test_constructor_does_not_load_a_model(monkeypatch):
     monkeypatch.setattr(semantic_mod, "_MODELS", {})
     SemanticRanker(model="/nowhere")  # cheap: no path check, no import, no load
     assert semantic_mod._MODELS == {}
+
+
+def test_test_prior_puts_test_units_after_code_unless_asked(model_dir, tmp_path):
+    """A test that repeats the query's words outranks the code on cosine alone; `test_prior: last`
+    moves it after the positive-cosine non-test units, and a query asking for tests lifts that."""
+    units = [
+        Unit(
+            "store.go::SaveUser",
+            "function",
+            "SaveUser",
+            "SaveUser writes a user record to the store.",
+            path="store.go",
+        ),
+        Unit(
+            "store_test.go::TestSaveUser",
+            "function",
+            "TestSaveUser",
+            "save user record store",
+            path="store_test.go",
+        ),
+        _doc("rain", "Weather", "Heavy rainfall and thunderstorms expected tomorrow.", "sky/rain"),
+    ]
+    corpus = Corpus(units, name="tests-prior")
+    off = SemanticRanker(cache_dir=str(tmp_path), test_prior="off")
+    off.prepare(corpus)
+    raw = {h.id: h.score for h in off.search("save user record store", 3)}
+    assert raw["store_test.go::TestSaveUser"] > raw["store.go::SaveUser"] > 0  # cosine alone: the test first
+    last = SemanticRanker(cache_dir=str(tmp_path))
+    last.prepare(corpus)
+    order = [h.id for h in last.search("save user record store", 3)]
+    assert order.index("store.go::SaveUser") < order.index("store_test.go::TestSaveUser")
+    assert raw["rain"] <= 0 or order.index("rain") < order.index("store_test.go::TestSaveUser")
+    asked = [h.id for h in last.search("tests of save user record store", 3)]
+    assert asked[0] == "store_test.go::TestSaveUser"

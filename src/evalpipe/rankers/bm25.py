@@ -17,6 +17,8 @@ import numpy as np
 from evalpipe.bm25s_loader import import_bm25s
 from evalpipe.corpus import Corpus, Unit
 from evalpipe.rankers.base import BUILD_MEMOS, BatchScoring, CorpusRanker
+from evalpipe.rankers.module_prior import ModulePrior
+from evalpipe.rankers.module_prior import check_mode as module_prior_mode
 from evalpipe.rankers.test_prior import TestPrior, check_mode
 from evalpipe.tokenize import CodeTokenizer, CompoundSplitter
 
@@ -61,12 +63,13 @@ class BM25Ranker(BatchScoring, CorpusRanker):
     `delta` is only used by bm25l / bm25+. `min_score` drops hits scoring below it.
     `split_compounds` splits lowercase run-together words at corpus words (code-aware only);
     `test_prior` ranks test units last unless the query asks for tests
-    (`evalpipe.rankers.test_prior`).
+    (`evalpipe.rankers.test_prior`); `module_prior: below_definitions` ranks a module unit
+    just below the best definition of its file (`evalpipe.rankers.module_prior`).
     """
 
     name = "bm25"
     drop_nonpositive = True
-    query_params = ("min_score", "test_prior")
+    query_params = ("min_score", "test_prior", "module_prior")
 
     def __init__(
         self,
@@ -81,6 +84,7 @@ class BM25Ranker(BatchScoring, CorpusRanker):
         min_score: float | None = None,
         split_compounds: bool = True,
         test_prior: str | bool = "last",
+        module_prior: str | bool = "off",
     ):
         if method not in METHODS:
             raise ValueError(f"BM25Ranker: unknown method {method!r}; use one of {', '.join(METHODS)}")
@@ -104,6 +108,7 @@ class BM25Ranker(BatchScoring, CorpusRanker):
         self.tokenizer = CodeTokenizer(stemmer=stemmer, stopwords=stop, code_aware=code_aware)
         self.split_compounds = bool(split_compounds) and self.tokenizer.code_aware
         self.test_prior = check_mode("BM25Ranker", test_prior)
+        self.module_prior = module_prior_mode("BM25Ranker", module_prior)
         self._bm25: bm25s.BM25 | None = None
         self._vocab: dict[str, int] = {}
         self._stats: dict[str, Any] = {}
@@ -146,6 +151,7 @@ class BM25Ranker(BatchScoring, CorpusRanker):
         if splitter is not None and self.tokenizer.splitter is not splitter:
             self.tokenizer = self.tokenizer.with_splitter(splitter)
         self._prior = TestPrior(corpus)
+        self._modules = ModulePrior(corpus)
         vocab = dict(vocab)  # bm25s keeps the mapping it is given: each index gets its own
         self._vocab = vocab
         self._bm25 = None
@@ -182,6 +188,7 @@ class BM25Ranker(BatchScoring, CorpusRanker):
             for tid in set(ids):
                 matched[index["indices"][index["indptr"][tid] : index["indptr"][tid + 1]]] = True
             scores[~matched] = 0.0
+        scores = self._modules.demote(scores, query, self.module_prior)
         return self._prior.demote(scores, query, self.test_prior)
 
     def _scores_batch(self, queries: list[str]) -> np.ndarray:
@@ -229,6 +236,7 @@ class BM25Ranker(BatchScoring, CorpusRanker):
                 for tid in set(term_ids[i].tolist()):
                     matched[indices[indptr[tid] : indptr[tid + 1]]] = True
                 out[i][~matched] = 0.0
+            out[i] = self._modules.demote(out[i], queries[i], self.module_prior)
             out[i] = self._prior.demote(out[i], queries[i], self.test_prior)
         return out
 

@@ -37,6 +37,8 @@ import numpy as np
 from evalpipe.corpus import Corpus, Unit
 from evalpipe.corpus.qualify import unit_qualified_name
 from evalpipe.rankers.base import CorpusRanker
+from evalpipe.rankers.module_prior import ModulePrior
+from evalpipe.rankers.module_prior import check_mode as module_prior_mode
 from evalpipe.rankers.test_prior import TestPrior, check_mode
 from evalpipe.tokenize import CodeTokenizer
 
@@ -97,12 +99,12 @@ class BM25FRanker(CorpusRanker):
 
     `weights` and `b` are per field. `weights: null` means DEFAULT_WEIGHTS; a given mapping
     replaces them (missing fields weigh 0 and are not indexed at all). `b` entries override
-    DEFAULT_B field by field. `split_compounds` and `test_prior` are as in `bm25`.
+    DEFAULT_B field by field. `split_compounds`, `test_prior` and `module_prior` are as in `bm25`.
     """
 
     name = "bm25f"
     drop_nonpositive = True
-    query_params = ("min_score", "test_prior")
+    query_params = ("min_score", "test_prior", "module_prior")
 
     def __init__(
         self,
@@ -114,6 +116,7 @@ class BM25FRanker(CorpusRanker):
         min_score: float | None = None,
         split_compounds: bool = True,
         test_prior: str | bool = "last",
+        module_prior: str | bool = "off",
     ):
         self.weights = _per_field(DEFAULT_WEIGHTS if weights is None else weights, 0.0, "weights")
         self.b = _per_field({**DEFAULT_B, **dict(b or {})}, 0.75, "b")
@@ -129,6 +132,7 @@ class BM25FRanker(CorpusRanker):
         self.tokenizer = CodeTokenizer(stemmer=stemmer, stopwords=stop, code_aware=True)
         self.split_compounds = bool(split_compounds)
         self.test_prior = check_mode("BM25FRanker", test_prior)
+        self.module_prior = module_prior_mode("BM25FRanker", module_prior)
         self._stats: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -148,6 +152,7 @@ class BM25FRanker(CorpusRanker):
             splitter = self.tokenizer.build_splitter(t[f] for t in all_texts for f in fields)
             self.tokenizer = self.tokenizer.with_splitter(splitter)
         self._prior = TestPrior(corpus)
+        self._modules = ModulePrior(corpus)
         for row, texts in enumerate(all_texts):
             for f in fields:
                 terms = self.tokenizer(texts[f])
@@ -202,6 +207,7 @@ class BM25FRanker(CorpusRanker):
             lo, hi = self._indptr[tid], self._indptr[tid + 1]
             values = self._values[lo:hi]
             scores[self._indices[lo:hi]] += self._idf[tid] * values / (self.k1 + values)
+        scores = self._modules.demote(scores, query, self.module_prior)
         return self._prior.demote(scores, query, self.test_prior)
 
     def stats(self) -> dict[str, Any]:

@@ -157,6 +157,7 @@ class HybridRanker(RRFRanker):
         "router",
         "router_min_score",
         "test_prior",
+        "module_prior",
         "confidence",
         "confidence_depth",
     )
@@ -173,10 +174,13 @@ class HybridRanker(RRFRanker):
         min_score: float | None = None,
         allow_skipped_components: bool = False,
         test_prior: str | bool = "last",
+        module_prior: str | bool = "off",
         confidence: str = "none",
         confidence_depth: int = 10,
     ):
-        super().__init__(components, k, weights, depth, min_score, allow_skipped_components, test_prior)
+        super().__init__(
+            components, k, weights, depth, min_score, allow_skipped_components, test_prior, module_prior
+        )
         if confidence not in CONFIDENCE:
             raise ValueError(
                 f"hybrid ranker: unknown confidence {confidence!r}; use one of {', '.join(CONFIDENCE)}"
@@ -244,7 +248,7 @@ class HybridRanker(RRFRanker):
             fused = rank_fuse(runs, weights, depth=max(self.depth, k))
         else:
             fused = minmax_fuse(runs, weights)
-        fused = self.demote_tests(query, fused)
+        fused = self.demote_tests(query, self.demote_modules(query, fused))
         routed: dict[str, float] = {}
         if self.router is not None:
             for h in runs.get(self.router, []):

@@ -23,6 +23,8 @@ import numpy as np
 
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, RankerUnavailable
+from evalpipe.rankers.module_prior import ModulePrior
+from evalpipe.rankers.module_prior import check_mode as module_prior_mode
 from evalpipe.rankers.test_prior import TestPrior, check_mode, demote_rows
 
 
@@ -37,7 +39,15 @@ class RRFRanker(CorpusRanker):
 
     name = "rrf"
     #: Fusion parameters only; each component memoises its own index in its own prepare().
-    query_params = ("min_score", "k", "weights", "depth", "allow_skipped_components", "test_prior")
+    query_params = (
+        "min_score",
+        "k",
+        "weights",
+        "depth",
+        "allow_skipped_components",
+        "test_prior",
+        "module_prior",
+    )
 
     def __init__(
         self,
@@ -48,6 +58,7 @@ class RRFRanker(CorpusRanker):
         min_score: float | None = None,
         allow_skipped_components: bool = False,
         test_prior: str | bool = "last",
+        module_prior: str | bool = "off",
     ):
         # Hydra hands nested configs over as a DictConfig of instantiated rankers; plain dicts work too.
         self.components: dict[str, Ranker] = {str(n): c for n, c in dict(components or {}).items()}
@@ -70,6 +81,8 @@ class RRFRanker(CorpusRanker):
         self.min_score = min_score
         self.allow_skipped_components = bool(allow_skipped_components)
         self.test_prior = check_mode(type(self).__name__, test_prior)
+        self.module_prior = module_prior_mode(type(self).__name__, module_prior)
+        self._modules: ModulePrior | None = None
         self._prior: TestPrior | None = None
         self.active: dict[str, Ranker] = dict(self.components)
         self.skipped: dict[str, str] = {}
@@ -78,6 +91,7 @@ class RRFRanker(CorpusRanker):
     def prepare(self, corpus: Corpus) -> None:
         self.corpus = corpus
         self._prior = TestPrior(corpus)
+        self._modules = ModulePrior(corpus)
         self.active, self.skipped = {}, {}
         for cname, comp in self.components.items():
             prepare = getattr(comp, "prepare", None)
@@ -128,7 +142,9 @@ class RRFRanker(CorpusRanker):
         if k <= 0:
             return []
         runs = self.component_hits(case_id, query, k, constraints)
-        fused = self.demote_tests(query, rrf_fuse(runs, k=self.k, weights=self.weights))
+        fused = self.demote_tests(
+            query, self.demote_modules(query, rrf_fuse(runs, k=self.k, weights=self.weights))
+        )
         corpus = self.corpus
         mask = corpus.allowed_mask(constraints) if corpus is not None else None
         n = len(corpus) if corpus is not None else 0
@@ -151,6 +167,14 @@ class RRFRanker(CorpusRanker):
             if len(hits) == k:
                 break
         return hits
+
+    def demote_modules(self, query: str, fused: dict[str, tuple[float, int]]) -> dict[str, tuple[float, int]]:
+        """Fused scores with each module unit moved just below its file's best definition
+        (`evalpipe.rankers.module_prior`); unchanged when the prior is off or lifted."""
+        modules, corpus = self._modules, self.corpus
+        if modules is None or corpus is None or not modules.applies(query, self.module_prior):
+            return fused
+        return modules.demote_fused(fused, corpus.index_of, query, self.module_prior)
 
     def demote_tests(self, query: str, fused: dict[str, tuple[float, int]]) -> dict[str, tuple[float, int]]:
         """Fused scores with test units moved after the non-test ones (scores scaled as in

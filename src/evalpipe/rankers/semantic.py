@@ -29,6 +29,7 @@ import numpy as np
 from evalpipe.corpus import Corpus, Unit
 from evalpipe.embed_cache import EmbeddingCache, model_fingerprint, texts_sha256
 from evalpipe.rankers.base import BatchScoring, CorpusRanker, RankerUnavailable
+from evalpipe.rankers.test_prior import TestPrior, check_mode
 
 log = logging.getLogger(__name__)
 
@@ -186,12 +187,13 @@ class SemanticRanker(BatchScoring, CorpusRanker):
     `engine` (torch, onnx) picks what runs the model and `quantize` (null, int8,
     int8_all, bf16 for torch; null, int8 for onnx) its precision on the CPU (see
     `QUANTIZE`); both are part of the embedding cache key, and so is `max_seq_length`.
+    `test_prior` is as in `bm25` (test units after non-test units unless the query asks).
     """
 
     name = "semantic"
     #: Parameters that do not change the corpus embeddings: sweeping them reuses the in-process index.
     #: (`device` stays in the key: the loaded model is part of the memoised state.)
-    query_params = ("min_score", "query_prefix", "batch_size", "cache_dir")
+    query_params = ("min_score", "query_prefix", "batch_size", "cache_dir", "test_prior")
 
     def __init__(
         self,
@@ -206,6 +208,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         min_score: float | None = None,
         quantize: str | None = None,
         engine: str = "torch",
+        test_prior: str | bool = "last",
     ):
         if engine not in ENGINES:
             raise ValueError(f"semantic ranker: engine must be one of {', '.join(ENGINES)}, got {engine!r}")
@@ -236,6 +239,8 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         self.min_score = min_score
         self.quantize = quantize
         self.engine = engine
+        self.test_prior = check_mode("semantic ranker", test_prior)
+        self._prior: TestPrior | None = None
         self._encoder: Any = None
         self._embeddings = np.zeros((0, 0), dtype=np.float32)
         self._stats: dict[str, Any] = {}
@@ -441,6 +446,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         embed_seconds = time.perf_counter() - t0 if not cache_hit else 0.0
 
         self._embeddings = np.ascontiguousarray(matrix, dtype=np.float32)
+        self._prior = TestPrior(corpus)
         self._stats = {
             "model": label,
             "model_load_seconds": round(load_seconds, 3),
@@ -466,7 +472,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         if self._embeddings.shape[0] == 0:
             return np.zeros(0, dtype=np.float64)
         # float32 product, widened by CorpusRanker.search; cosines may be negative and are kept.
-        return self._embeddings @ self.embed_query(query)
+        return self._demote(self._embeddings @ self.embed_query(query), query)
 
     def _scores_batch(self, queries: list[str]) -> np.ndarray:
         """Many queries encoded in one model call (`batch_size` at a time), then scored row by row
@@ -478,7 +484,17 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         if self._embeddings.shape[0] == 0 or not queries:
             return np.zeros((len(queries), self._embeddings.shape[0]), dtype=np.float64)
         vectors = self._encode([self.query_prefix + q for q in queries])
-        return np.stack([self._embeddings @ v for v in vectors])
+        return np.stack(
+            [self._demote(self._embeddings @ v, q) for v, q in zip(vectors, queries, strict=True)]
+        )
+
+    def _demote(self, scores: np.ndarray, query: str) -> np.ndarray:
+        """The test-file prior (`evalpipe.rankers.test_prior`): a dense model puts a test of `Parse`
+        beside `Parse` itself, so with `test_prior: last` positive-cosine test units come after
+        the positive-cosine non-test units unless the query asks for tests."""
+        if self._prior is None:
+            return scores
+        return self._prior.demote(np.asarray(scores, dtype=np.float64), query, self.test_prior)
 
     def stats(self) -> dict[str, Any]:
         out = dict(self._stats)
