@@ -342,6 +342,8 @@ def record(state: RunState) -> None:
         **difficulty_metrics(fixture),  # what the recall figures are measured on
         **corpus_metrics(fixture.corpus),  # and over what: units by kind, tests, relations
     }
+    if scores is None and state.interrupted is not None:  # stopped before its first case ended
+        metrics["count/cases"] = 0.0
     if judged is not None:  # objective=judged_recall_at_5 works too
         metrics.update(judged.metrics)
         run_tags.update(judged.tags)
