@@ -90,7 +90,10 @@ class Suite:
             if prepared.skipped:
                 raise SystemExit(f"{ranker} {' '.join(overrides)}: skipped on {name}: {prepared.skipped}")
             results = run_cases(prepared.ranker, fixture, max(cfg.ks), self.counter.count)
-            scores = score_results(results, list(cfg.ks), ["recall"], tiers=fixture.tiers)
+            scores = score_results(results, list(cfg.ks), ["recall", "mrr"], tiers=fixture.tiers)
+            if self.objective not in scores.overall:
+                known = ", ".join(k for k in sorted(scores.overall) if k.startswith(("recall", "mrr")))
+                raise SystemExit(f"unknown --objective {self.objective!r}; known: {known}")
             row = {"all": scores.metric(self.objective)}
             for tier in TIERS:
                 if tier in scores.per_tier:
@@ -125,12 +128,12 @@ def suggest(trial: Any, space: Mapping[str, Mapping[str, list[Any]]]) -> list[st
 
 
 def table(points: Sequence[PointScore], names: Sequence[str], agg: str, label: str) -> str:
-    head = ["point", f"{agg}", *names, *(f"{n} {t}" for n in names for t in ("c", "m"))]
+    head = ["point", f"{agg}", *names, *(f"{n} {t}" for n in names for t in ("e", "c", "m"))]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in points:
         cells = [" ".join(p.overrides) or "(default)", f"{100 * p.agg(agg):.1f}"]
         cells += [f"{100 * p.per_fixture[n]['all']:.1f}" for n in names]
-        cells += [f"{100 * p.per_fixture[n].get(t, 0):.1f}" for n in names for t in ("concept", "multi_hop")]
+        cells += [f"{100 * p.per_fixture[n].get(t, 0):.1f}" for n in names for t in TIERS]
         lines.append("| " + " | ".join(cells) + " |")
     return f"### {label}\n\n" + "\n".join(lines) + "\n"
 

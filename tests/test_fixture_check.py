@@ -176,7 +176,7 @@ def test_overlap_and_phrase_hand_worked(report):
     # 'printing one' = 'prints one' after stemming; 'stderr, no traceback' is split by the comma
     assert c.phrase == ("printing", "one")
     assert c.leak_level == "none"
-    assert c.flags == ("overlap 0.83 > 0.5", "phrase 'printing one'")
+    assert c.flags == ("overlap 0.83 >= 0.5", "phrase 'printing one'")
 
 
 def test_name_leak_full_partial_none(report):
@@ -191,7 +191,7 @@ def test_name_leak_full_partial_none(report):
     assert part.leak_level == "partial" and part.leak.words == ("arguments",)
     assert part.overlap == pytest.approx(2 / 4) and part.overlap_stemmed == pytest.approx(3 / 4)
     assert len(part.phrase) == 1
-    assert part.flags == ("overlap 0.75 > 0.5",)  # a partial leak alone is not a flag
+    assert part.flags == ("overlap 0.75 >= 0.5",)  # a partial leak alone is not a flag
     # camelCase name parseJSONLines -> parse json lines: all in the query
     assert checks["c-camel"].leak_level == "full"
     # 'pretty-print a signature' shares no word with format_arguments / its docstring
@@ -273,9 +273,17 @@ def test_threshold_overrides():
     table = apply_overrides(
         ["*.max_expected=none", "concept.max_phrase=3", "exact.flag_strong_candidate=true"]
     )
-    assert table["concept"].max_phrase == 3 and table["concept"].max_overlap_stemmed == 0.5
-    assert thresholds_for("docs", table).max_expected is None  # '*' is every tier not listed
-    assert table["exact"].flag_strong_candidate is True and table["exact"].max_expected == 2
+    concept = thresholds_for("concept", "paraphrase", table)
+    assert concept.max_phrase == 3 and concept.max_overlap_stemmed == 0.5 and concept.max_expected == 3
+    # '*' is every tier not listed, on top of its kind's thresholds
+    assert thresholds_for("docs", "paraphrase", table).max_expected is None
+    assert thresholds_for("docs", "paraphrase", table).max_overlap_stemmed == 0.5
+    exact = thresholds_for("exact", "lookup", table)
+    assert exact.flag_strong_candidate is True and exact.max_expected == 2
+    # by name alone, a tier gets its stock kind: table["exact"] is a lookup tier's, "docs" a paraphrase's
+    assert table["exact"] == exact and table["concept"] == concept
+    assert thresholds_for("docs", table) == thresholds_for("docs", "paraphrase", table)
+    assert thresholds_for("multi_hop").min_needs_relation == 0.5
     with pytest.raises(ValueError, match="flag_strong_candidate must be true or false"):
         apply_overrides(["concept.flag_strong_candidate=1"])
 
@@ -299,7 +307,7 @@ def finder_for(fixture):
 
 
 def test_strong_candidate_flags_until_judged(tmp_path):
-    # tier 'docs' (not a stock tier): only the size and ambiguity checks apply
+    # tier 'docs' (not a stock tier): checked as a paraphrase tier, like any tier that is not a lookup
     case = {
         "id": "c1",
         "tier": "docs",
@@ -317,7 +325,9 @@ def test_strong_candidate_flags_until_judged(tmp_path):
     case["expected"] = {"app/a.py::lookup": 1, "app/b.py::lookup": 0}
     fixture = load_fixture(write_fixture(tmp_path, [case]))
     (check,) = check_fixture(fixture, finder=finder_for(fixture)).cases
-    assert check.candidates == () and check.flags == ()
+    assert check.candidates == ()
+    # the wording flags remain: 'rank documents' is copied from the target (2 of 3 words)
+    assert check.flags == ("overlap 0.67 >= 0.5", "phrase 'rank documents'")
 
 
 class FixedRanker:
@@ -530,3 +540,238 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# --- tier kinds: the wording checks reach every tier whatever its name ---------------------
+
+LEAKY = [  # each one flagged as a paraphrase (hand-worked in the concept tests above)
+    ("printing one line messages on stderr, no traceback", ["app/cli.py::fail"]),
+    ("format the arguments of a call", ["app/fmt.py::format_arguments"]),
+    ("parse json lines", ["app/io.py::parseJSONLines"]),
+]
+LOOKUPS = [  # names as typed: snake_case, camelCase lowercased, spaced, Class.method
+    ("top_k", ["app/rank.py::top_k"]),
+    ("parsejsonlines", ["app/io.py::parseJSONLines"]),
+    ("format arguments", ["app/fmt.py::format_arguments"]),
+    ("Corpus.allowed_mask", ["app/model.py::Corpus.allowed_mask"]),
+]
+
+
+def cases_in(tier: str, rows) -> list[dict]:
+    return [{"id": f"{tier}-{i}", "tier": tier, "query": q, "expected": e} for i, (q, e) in enumerate(rows)]
+
+
+@pytest.mark.parametrize("tier", ["paraphrase", "semantic", "nl-queries", "docs"])
+def test_custom_named_paraphrase_tiers_get_the_wording_checks(tmp_path, tier):
+    fixture = load_fixture(write_fixture(tmp_path, cases_in(tier, LEAKY)))
+    report = check_fixture(fixture)
+    assert report.kinds == {tier: "paraphrase"}
+    flags = [c.flags for c in report.cases]
+    assert flags[0] == ("overlap 0.83 >= 0.5", "phrase 'printing one'")
+    assert "name leak 'format_arguments'" in flags[1]
+    assert "name leak 'parseJSONLines'" in flags[2] and "phrase 'parse json lines'" in flags[2]
+    (summary,) = report.tiers
+    assert summary.kind == "paraphrase" and summary.flagged == 3
+    # the per-run summary counts them too
+    assert difficulty_metrics(fixture)[f"fixture/{tier}/flagged_share"] == 1.0
+
+
+def test_lookup_tier_is_measured_not_named(tmp_path):
+    # a custom-named tier of name lookups is a lookup tier: its leaks are its point
+    fixture = load_fixture(write_fixture(tmp_path, cases_in("symbols", LOOKUPS)))
+    report = check_fixture(fixture)
+    assert report.kinds == {"symbols": "lookup"} and report.flagged_cases == []
+    # a tier named `exact` whose queries are sentences is checked as a paraphrase tier
+    fixture = load_fixture(write_fixture(tmp_path, cases_in("exact", LEAKY)))
+    report = check_fixture(fixture)
+    assert report.kinds == {"exact": "paraphrase"} and len(report.flagged_cases) == 3
+
+
+def test_lookup_share_threshold(tmp_path):
+    from evalpipe.fixture_check.tier_kind import LOOKUP_SHARE
+
+    assert LOOKUP_SHARE == 0.75
+    # 3 lookups + 1 sentence = 3/4 = 0.75: a lookup tier (at the threshold)
+    fixture = load_fixture(write_fixture(tmp_path, cases_in("names", LOOKUPS[:3] + LEAKY[:1])))
+    assert check_fixture(fixture).kinds == {"names": "lookup"}
+    # 2 lookups + 1 sentence = 2/3 < 0.75: a paraphrase tier, and the sentence is flagged
+    fixture = load_fixture(write_fixture(tmp_path, cases_in("names", LOOKUPS[:2] + LEAKY[:1])))
+    report = check_fixture(fixture)
+    assert report.kinds == {"names": "paraphrase"}
+    # all flagged: 'top_k' (overlap 1/1), 'parsejsonlines' (parseJSONLines run together: a full
+    # leak, overlap 1/1) and the sentence
+    assert [c.case_id for c in report.flagged_cases] == ["names-0", "names-1", "names-2"]
+    assert "name leak 'parseJSONLines'" in report.cases[1].flags
+
+
+def test_is_name_lookup_words_and_letters(tmp_path):
+    from evalpipe.fixture_check.tier_kind import is_name_lookup
+
+    fixture = load_fixture(write_fixture(tmp_path, CASES[:1]))
+    units = {
+        u: [fixture.corpus.get(u)] for u in ("app/fmt.py::format_arguments", "app/io.py::parseJSONLines")
+    }
+    assert is_name_lookup("format_arguments", units["app/fmt.py::format_arguments"])
+    assert is_name_lookup("fmt format arguments", units["app/fmt.py::format_arguments"])  # path words count
+    assert is_name_lookup("parsejsonlines", units["app/io.py::parseJSONLines"])  # letters of the ID
+    # one word that is not the name's: not a lookup
+    assert not is_name_lookup("format the arguments of a call", units["app/fmt.py::format_arguments"])
+    assert not is_name_lookup("parse json rows", units["app/io.py::parseJSONLines"])
+
+
+def test_declared_tier_kinds_win_and_relational_tiers_need_relations(tmp_path):
+    hops = [{**c, "id": c["id"] + "-h", "tier": "hops"} for c in CASES if c["tier"] == "multi_hop"]
+    path = write_fixture(tmp_path, hops)
+    # undeclared, a custom relational tier fails closed: checked as a paraphrase tier
+    report = check_fixture(load_fixture(path))
+    assert report.kinds == {"hops": "paraphrase"}
+    assert report.tiers[0].needs_relation_share is None
+    # declared relational in the fixture: the multi_hop rules, by kind (2 of 4 need a relation)
+    data = yaml.safe_load(path.read_text())
+    data["tier_kinds"] = {"hops": "relational"}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    fixture = load_fixture(path)
+    assert fixture.tier_kinds == {"hops": "relational"}
+    report = check_fixture(fixture)
+    assert report.kinds == {"hops": "relational"}
+    (summary,) = report.tiers
+    assert summary.needs_relation_share == 0.5 and summary.tier_flags == ()
+    assert {c.case_id: c.name_matched for c in report.cases}["m-name-h"] == "top_k"
+    report = check_fixture(fixture, apply_overrides(["hops.min_needs_relation=0.75"]))
+    assert report.tier_flags == [
+        "hops: only 50% of hops cases need a relation (< 75%); the rest are answerable by name match"
+    ]
+    # a declared kind overrides the measure: a lookup tier declared paraphrase gets flagged
+    data = {"name": "t", "corpus": "corpus.jsonl", "tier_kinds": {"names": "paraphrase"}}
+    data["cases"] = cases_in("names", LOOKUPS)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    report = check_fixture(load_fixture(path))
+    assert report.kinds == {"names": "paraphrase"} and report.flagged_cases
+
+
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        ("[concept]", "'tier_kinds' must be a mapping {tier: kind}"),
+        (
+            "{concept: fuzzy}",
+            "tier_kinds: tier 'concept' has kind 'fuzzy'; use one of ['lookup', 'paraphrase', 'relational']",
+        ),
+    ],
+)
+def test_bad_tier_kinds_exit_2_with_one_line(tmp_path, value, needle):
+    path = write_fixture(tmp_path, [CASES[4]])
+    path.write_text(path.read_text() + f"tier_kinds: {value}\n")
+    proc = run_checker(path, "--no-ambiguity")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and str(path) in lines[0], proc.stderr
+
+
+# --- the overlap threshold: exactly half is a copy ----------------------------------------
+
+PHONETIC = [
+    unit("w/a.py::quux", "quux", "alpha bravo charlie delta echo"),
+]
+
+
+@pytest.mark.parametrize(
+    "query, overlap, flagged",
+    [
+        # content words (hand-counted) / shared with 'quux alpha bravo charlie delta echo'
+        ("alpha xray bravo yankee", 2 / 4, True),  # exactly half: flagged (was let through by '>')
+        ("alpha xray bravo yankee zulu kilo", 2 / 6, False),
+        ("alpha xray bravo yankee charlie kilo", 3 / 6, True),  # half again, at 6 words
+        ("alpha xray bravo yankee zulu", 2 / 5, False),  # just under
+        ("alpha xray bravo yankee charlie", 3 / 5, True),  # just over
+        ("alphas xray bravos yankee", 2 / 4, True),  # stems: alphas -> alpha, bravos -> bravo
+        ("alpha alpha xray", 1 / 2, True),  # a repeated word counts once: 1 of 2 distinct words
+        ("the alpha of a xray", 1 / 2, True),  # stopwords are not words: 1 of 2
+        ("alpha x xray", 1 / 2, True),  # one-letter pieces are not words either
+        ("alpha xray yankee", 1 / 3, False),
+    ],
+)
+def test_half_copied_query_is_flagged(tmp_path, query, overlap, flagged):
+    case = {"id": "c1", "tier": "paraphrase", "query": query, "expected": ["w/a.py::quux"]}
+    (check,) = check_fixture(load_fixture(write_fixture(tmp_path, [case], PHONETIC))).cases
+    assert check.overlap_stemmed == overlap
+    assert check.phrase_words == 1  # no shared phrase: only the overlap rule can flag
+    assert check.flags == ((f"overlap {overlap:.2f} >= 0.5",) if flagged else ())
+
+
+def test_overlap_threshold_override_is_inclusive_too(tmp_path):
+    case = {
+        "id": "c1",
+        "tier": "concept",
+        "query": "alpha xray bravo yankee zulu",
+        "expected": ["w/a.py::quux"],
+    }
+    fixture = load_fixture(write_fixture(tmp_path, [case], PHONETIC))
+    (check,) = check_fixture(fixture, apply_overrides(["concept.max_overlap_stemmed=0.4"])).cases
+    assert check.flags == ("overlap 0.40 >= 0.4",)  # 2/5 is exactly 0.4
+    (check,) = check_fixture(fixture, apply_overrides(["concept.max_overlap_stemmed=0.41"])).cases
+    assert check.flags == ()
+
+
+# --- the checker's own ambiguity ranker ---------------------------------------------------
+
+
+def test_checker_bm25_is_pinned_with_every_parameter():
+    import inspect
+
+    from evalpipe.fixture_check.ranker import CHECKER_BM25, checker_bm25
+    from evalpipe.rankers.bm25 import BM25Ranker
+
+    params = set(inspect.signature(BM25Ranker.__init__).parameters) - {"self"}
+    # a new BM25 parameter must be pinned here deliberately, not inherited from its default
+    assert set(CHECKER_BM25) - {"_target_"} == params
+    assert CHECKER_BM25["k1"] == 1.5 and CHECKER_BM25["b"] == 0.75 and CHECKER_BM25["method"] == "lucene"
+    ranker = checker_bm25()
+    assert isinstance(ranker, BM25Ranker) and ranker.k1 == 1.5 and ranker.b == 0.75
+    assert ranker.fields == ("title", "text", "identifiers")
+
+
+def test_checker_ambiguity_never_reads_the_shipped_bm25_conf(tmp_path, monkeypatch):
+    from omegaconf import OmegaConf
+
+    from evalpipe.fixture_check import cli
+
+    def refuse(path, *a, **k):
+        raise AssertionError(f"the checker read {path}")
+
+    monkeypatch.setattr(OmegaConf, "load", refuse)
+    fixture = load_fixture(write_fixture(tmp_path, [CASES[4]]))
+    rankers = cli.ambiguity_rankers(fixture, False, err=None)
+    assert list(rankers) == ["bm25"] and rankers["bm25"].k1 == 1.5
+    out = tmp_path / "check.json"
+    assert cli.main([str(tmp_path / "fx.yaml"), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["ambiguity_ranker_config"]["bm25"]["k1"] == 1.5
+    assert data["ambiguity_ranker_config"]["bm25"]["_target_"] == "evalpipe.rankers.bm25.BM25Ranker"
+    assert data["tier_kinds"] == {"concept": "paraphrase"}
+
+
+RUN_TOGETHER = [
+    unit("w/b.py::merge_settings", "merge_settings", "def merge_settings(): fileops layer"),
+]
+
+
+@pytest.mark.parametrize(
+    "query, overlap, leak",
+    [
+        # target content words: merge settings (title and code), fileops, layer; joined forms
+        # of its compounds: mergesettings.  Query words hand-counted below.
+        ("mergesettings xray yankee zulu", 1 / 4, "full"),  # the name run-together: a full leak
+        ("file ops xray yankee", 2 / 4, "none"),  # 'file ops' is the target's 'fileops'
+        ("file, ops xray yankee", 0 / 4, "none"),  # a comma breaks the pair
+        ("fileops xray yankee", 1 / 3, "none"),
+        ("merge xray settings yankee", 2 / 4, "full"),  # plain words, as before
+    ],
+)
+def test_run_together_spellings_count_as_copied(tmp_path, query, overlap, leak):
+    case = {"id": "c1", "tier": "concept", "query": query, "expected": ["w/b.py::merge_settings"]}
+    (check,) = check_fixture(load_fixture(write_fixture(tmp_path, [case], RUN_TOGETHER))).cases
+    assert check.overlap_stemmed == overlap
+    assert check.leak_level == leak
+    assert ("name leak 'merge_settings'" in check.flags) == (leak == "full")
+    assert any(f.startswith("overlap") for f in check.flags) == (overlap >= 0.5)

@@ -166,7 +166,7 @@ def test_bad_suites_stop_before_any_run(tmp_path, conf):
 def test_shipped_code_suite_names_shipped_fixtures():
     raw = yaml.safe_load((ROOT / "conf" / "suite" / "code.yaml").read_text())
     suite = check_suite(raw, None, fixture_options(conf_dirs()))
-    assert suite.name == "code" and set(suite.fixtures) == {"gold", "fixgo", "fixts"}
+    assert suite.name == "code" and set(suite.fixtures) == {"gold", "fixgo", "fixts", "fixgo2"}
     with pytest.raises(SuiteError, match="fixtures must be a non-empty list"):
         check_suite({"name": "x", "fixtures": []}, None, ["gold"])
 

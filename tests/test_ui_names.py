@@ -134,12 +134,15 @@ def test_view_state_lists_headline_columns_in_order():
     ]
     state = links.view_state(["recall_at_5", "mrr"], ["ranker"], "recall_at_5")
     assert state["selectedColumns"] == [
-        "params.`ranker`",
         "metrics.`recall_at_5`",
         "metrics.`mrr`",
+        "params.`ranker`",
         "attributes.`Dataset`",
     ]
     assert state["orderByKey"] == "metrics.`recall_at_5`" and state["orderByAsc"] is False
+    # Only measured runs: no reused copies, nothing without the objective (parents, compare, gate).
+    assert state["searchFilter"] == "tags.`evalpipe.reused_run_id` IS NULL and metrics.`recall_at_5` >= 0"
+    assert state["columnWidths"]["attributes.`Run Name`"] == 260
     json.dumps(state)  # stored as an experiment tag
 
 
@@ -198,11 +201,10 @@ def test_prepare_experiment_tags_once_widens_the_view_and_keeps_a_users_descript
     links.prepare_experiment(client, "7", [1, 5], "recall_at_5")
     assert client.tags["mlflow.experimentKind"] == "custom_model_development"
     view = json.loads(client.tags["mlflow.sharedViewState.evalpipe"])
-    assert view["selectedColumns"][1:] == [
-        f"metrics.`{m}`" for m in ("recall_at_1", "recall_at_5", "mrr")
-    ] + [
+    assert view["selectedColumns"] == [f"metrics.`{m}`" for m in ("recall_at_1", "recall_at_5", "mrr")] + [
         "metrics.`ndcg_at_1`",
         "metrics.`ndcg_at_5`",
+        "params.`ranker`",
         "attributes.`Dataset`",
     ]
     note = client.tags["mlflow.note.content"]

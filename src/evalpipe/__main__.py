@@ -2,14 +2,17 @@
 
 `evalpipe compare ...`, `evalpipe check-fixture ...`, `evalpipe merge-judgements ...`,
 `evalpipe sync ...`, `evalpipe gate ...` and `evalpipe baseline ...` are dispatched to their
-commands before Hydra parses the command line.
+commands (`SUBCOMMANDS`) before Hydra parses the command line; `evalpipe --help` lists them
+above Hydra's own help (the config groups), and `evalpipe <command> --help` is each one's help.
 SIGINT/SIGTERM that reach here (outside a run's own handling: while Hydra composes, in a
 sweep's parent) end with one line and 130/143, never a traceback.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from dataclasses import dataclass
 
 if __name__ == "__main__":  # `python -m evalpipe`: start the upload worker before importing Hydra
     from evalpipe.reporting import upload_worker
@@ -24,6 +27,52 @@ from evalpipe.paths import PROJECT_ROOT  # noqa: E402
 CONF_DIR = str(PROJECT_ROOT / "conf")
 
 
+@dataclass(frozen=True)
+class Subcommand:
+    """A command run instead of an evaluation: its `main(argv) -> exit code`, and one line of help."""
+
+    module: str
+    function: str
+    summary: str
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "compare": Subcommand(
+        "evalpipe.sweeps.compare", "main", "are differences between runs real? paired CIs and p-values"
+    ),
+    "check-fixture": Subcommand(
+        "evalpipe.fixture_check.cli", "main", "does a fixture measure what its tiers claim? flagged cases"
+    ),
+    "merge-judgements": Subcommand(
+        "evalpipe.judge.merge", "main", "add reviewed judge verdicts (judged.tsv) to a new fixture version"
+    ),
+    "sync": Subcommand(
+        "evalpipe.reporting.sync", "main", "upload runs saved offline (or while the store was down) to MLflow"
+    ),
+    "gate": Subcommand(
+        "evalpipe.gate.cli", "gate_main", "did a change make retrieval worse than a baseline? exit 0 / 1 / 2"
+    ),
+    "baseline": Subcommand(
+        "evalpipe.gate.cli", "baseline_main", "name, list or export the baselines the gate compares with"
+    ),
+}
+
+
+def usage() -> str:
+    """The top of `evalpipe --help`: how to run an evaluation, and every subcommand in one line."""
+    width = max(map(len, SUBCOMMANDS))
+    lines = [
+        "usage: python -m evalpipe [-m] [key=value ...]        run an evaluation (Hydra; options below)",
+        "         e.g. python -m evalpipe ranker=bm25 fixture=gold",
+        "       evalpipe <command> [options]                  (evalpipe <command> --help for each)",
+        "",
+        "commands:",
+        *(f"  {name:<{width}}  {sub.summary}" for name, sub in SUBCOMMANDS.items()),
+        "",
+    ]
+    return "\n".join(lines)
+
+
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
 def hydra_main(cfg: DictConfig) -> float:
     from evalpipe.app import evaluate
@@ -32,32 +81,26 @@ def hydra_main(cfg: DictConfig) -> float:
 
 
 def main() -> None:
+    """`evalpipe ...`: a closed pipe (`evalpipe --help | head`) ends quietly, as for any Unix tool."""
+    try:
+        _main()
+    except BrokenPipeError:
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's exit flush would raise again
+        sys.exit(0)
+
+
+def _main() -> None:
     from evalpipe.safety import signals
 
-    if len(sys.argv) > 1 and sys.argv[1] == "compare":
-        from evalpipe.sweeps.compare import main as compare_main
-
-        sys.exit(compare_main(sys.argv[2:]))
-    if len(sys.argv) > 1 and sys.argv[1] == "check-fixture":
-        from evalpipe.fixture_check.cli import main as check_main
-
-        sys.exit(check_main(sys.argv[2:]))
-    if len(sys.argv) > 1 and sys.argv[1] == "merge-judgements":
-        from evalpipe.judge.merge import main as merge_main
-
-        sys.exit(merge_main(sys.argv[2:]))
-    if len(sys.argv) > 1 and sys.argv[1] == "sync":
-        from evalpipe.reporting.sync import main as sync_main
-
-        sys.exit(sync_main(sys.argv[2:]))
-    if len(sys.argv) > 1 and sys.argv[1] == "gate":
-        from evalpipe.gate.cli import gate_main
-
-        sys.exit(gate_main(sys.argv[2:]))
-    if len(sys.argv) > 1 and sys.argv[1] == "baseline":
-        from evalpipe.gate.cli import baseline_main
-
-        sys.exit(baseline_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
+        sub = SUBCOMMANDS[sys.argv[1]]
+        run = getattr(importlib.import_module(sub.module), sub.function)
+        sys.exit(run(sys.argv[2:]))
+    if any(a in ("--help", "-h") for a in sys.argv[1:]):
+        print(usage())
     from evalpipe.reporting import upload_worker
 
     upload_worker.spawn_early(sys.argv[1:])  # imports MLflow on the other core while this run measures

@@ -37,6 +37,10 @@ def config_hash(cfg: Mapping[str, Any], *identity: str) -> str:
     """Identity of what a run measures: the config (less where it is logged) plus `identity`
     (fixture sha256, code fingerprint). A sweep resumes by skipping hashes already FINISHED."""
     measured = {k: v for k, v in cfg.items() if k not in NON_MEASURING_KEYS}
+    if "ranker" in measured:  # batch size, cache dir, device: how fast, not what (reporting.params)
+        from evalpipe.reporting.params import without_execution_keys
+
+        measured["ranker"] = without_execution_keys(measured["ranker"])
     fixture = measured.get("fixture")  # the split is measured; its seed only when a split is taken
     if isinstance(fixture, Mapping) and str(fixture.get("split") or "all") == "all":
         measured["fixture"] = {k: v for k, v in fixture.items() if k not in SPLIT_ONLY_KEYS}
@@ -55,6 +59,11 @@ def hydra_context() -> tuple[str, list[str], Path | None]:
     # As typed: an override holding ${...} must not be resolved here (it may not resolve at all).
     overrides = [str(o) for o in OmegaConf.to_container(hc.overrides.task, resolve=False)]  # type: ignore[union-attr]
     choice = hc.runtime.choices.get("ranker")
+    if choice:  # `graph(base=bm25f)` when a nested component is not its config's default
+        from evalpipe.paths import PROJECT_ROOT
+        from evalpipe.sweeps.naming import qualified_choice
+
+        choice = qualified_choice(dict(hc.runtime.choices), PROJECT_ROOT / "conf")
     if not choice:  # plug-in given as ranker._target_ without a config group option
         target = next((o.split("=", 1)[1] for o in overrides if "ranker._target_=" in o), "plugin")
         choice = target.rsplit(".", 1)[-1]

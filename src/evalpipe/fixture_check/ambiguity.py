@@ -67,8 +67,15 @@ def normalised_name(unit: Unit) -> str:
 class AmbiguityFinder:
     """Indexes the corpus once (names, word sets, rankers) and lists candidates per case."""
 
-    def __init__(self, fixture: Fixture, rankers: Mapping[str, Ranker] | None = None):
+    def __init__(
+        self,
+        fixture: Fixture,
+        rankers: Mapping[str, Ranker] | None = None,
+        config: Mapping[str, object] | None = None,
+    ):
+        """`config`: how the rankers were built ({name: config}), kept for the report."""
         self.fixture = fixture
+        self.config = dict(config or {})
         self.corpus = fixture.corpus
         self.rankers = dict(rankers or {})
         self.by_name: dict[str, list[str]] = defaultdict(list)

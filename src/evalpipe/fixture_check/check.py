@@ -15,8 +15,9 @@ from statistics import fmean
 
 from evalpipe.fixture_check.ambiguity import AmbiguityFinder, Candidate
 from evalpipe.fixture_check.leakage import Leak, known_names, name_leak, name_match, query_identifiers
-from evalpipe.fixture_check.thresholds import TierThresholds, thresholds_for
-from evalpipe.fixture_check.words import Words, content_words, longest_shared_run, share_present
+from evalpipe.fixture_check.thresholds import ThresholdTable, TierThresholds, thresholds_for
+from evalpipe.fixture_check.tier_kind import tier_kinds
+from evalpipe.fixture_check.words import Words, content_words, copied_share, longest_shared_run
 from evalpipe.inputs.fixture import Case, Fixture
 
 LEAK_ORDER = {"none": 0, "partial": 1, "full": 2}
@@ -93,12 +94,13 @@ class TierSummary:
     phrase_share: float  # share with a shared phrase of >= 2 content words
     full_leak_share: float
     partial_leak_share: float
-    needs_relation_share: float | None  # multi_hop only
+    needs_relation_share: float | None  # relational tiers only
     mean_expected: float
     max_expected: int
     flagged: int
     candidates: int  # cases with at least one ambiguity candidate (when ambiguity was run)
     tier_flags: tuple[str, ...] = ()
+    kind: str = "paraphrase"  # lookup / paraphrase / relational (tier_kind.py)
 
     @property
     def flagged_share(self) -> float:
@@ -113,8 +115,13 @@ class FixtureCheck:
     version: str
     cases: tuple[CaseCheck, ...]
     tiers: tuple[TierSummary, ...]
+    #: The thresholds applied, per tier (its kind's defaults plus any override).
     thresholds: Mapping[str, TierThresholds] = field(default_factory=dict)
     ambiguity: tuple[str, ...] = ()  # the rankers used for ambiguity ("" = not run)
+    #: {tier: kind}: what each tier was checked as (tier_kind.py).
+    kinds: Mapping[str, str] = field(default_factory=dict)
+    #: The ambiguity ranker's pinned configuration, when one ran (ranker.py).
+    ambiguity_config: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def flagged_cases(self) -> list[CaseCheck]:
@@ -126,9 +133,14 @@ class FixtureCheck:
 
 
 def measure_case(
-    case: Case, fixture: Fixture, unit_words: dict[str, Words], names: frozenset[str]
+    case: Case,
+    fixture: Fixture,
+    unit_words: dict[str, Words],
+    names: frozenset[str],
+    relational: bool | None = None,
 ) -> CaseCheck:
-    """Figures for one case (no flags, no candidates)."""
+    """Figures for one case (no flags, no candidates). `relational`: also look for a name
+    match (default: the case's tier is the stock `multi_hop`)."""
     query = content_words(case.query)
     units = []
     expected_units = [u for u in (fixture.corpus.get(uid) for uid in case.expected) if u is not None]
@@ -140,8 +152,8 @@ def measure_case(
         units.append(
             UnitFigures(
                 unit_id=unit.id,
-                overlap=share_present(query.surface_set, words.surface_set),
-                overlap_stemmed=share_present(query.stem_set, words.stem_set),
+                overlap=copied_share(query, words, stemmed=False),
+                overlap_stemmed=copied_share(query, words, stemmed=True),
                 phrase=query.surface[start : start + length],
                 phrase_words=query.span_size(start, length),
                 leak=name_leak(query, unit),
@@ -149,7 +161,9 @@ def measure_case(
         )
     identifiers: tuple[str, ...] = ()
     matched = None
-    if case.tier == "multi_hop":
+    if relational is None:
+        relational = case.tier == "multi_hop"
+    if relational:
         identifiers = query_identifiers(case.query, names)
         matched = name_match(identifiers, expected_units).matched
     return CaseCheck(
@@ -168,8 +182,9 @@ def measure_case(
 def case_flags(check: CaseCheck, limits: TierThresholds) -> tuple[str, ...]:
     """The tier's thresholds applied to one case; each flag says which figure crossed which limit."""
     flags = []
-    if limits.max_overlap_stemmed is not None and check.overlap_stemmed > limits.max_overlap_stemmed:
-        flags.append(f"overlap {check.overlap_stemmed:.2f} > {limits.max_overlap_stemmed:g}")
+    # At or above: a query copying exactly half of its content words is flagged (2 of 4 is 0.5).
+    if limits.max_overlap_stemmed is not None and check.overlap_stemmed >= limits.max_overlap_stemmed:
+        flags.append(f"overlap {check.overlap_stemmed:.2f} >= {limits.max_overlap_stemmed:g}")
     if limits.max_phrase is not None and check.phrase_words >= limits.max_phrase:
         flags.append(f"phrase '{' '.join(check.phrase)}'")
     full = [u.leak for u in check.units if u.leak.level == "full"]
@@ -185,7 +200,9 @@ def case_flags(check: CaseCheck, limits: TierThresholds) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def summarise_tier(tier: str, checks: Sequence[CaseCheck], limits: TierThresholds) -> TierSummary:
+def summarise_tier(
+    tier: str, checks: Sequence[CaseCheck], limits: TierThresholds, kind: str | None = None
+) -> TierSummary:
     """Tier means and shares. Wording, name and size figures are over the cases that have
     expected units (an unanswerable case has no target to copy from, so it would only dilute them)."""
     measured = [c for c in checks if c.units]
@@ -197,13 +214,14 @@ def summarise_tier(tier: str, checks: Sequence[CaseCheck], limits: TierThreshold
     def mean(values) -> float:
         return fmean(values) if m else 0.0
 
+    kind = kind or ("relational" if tier == "multi_hop" else "paraphrase")
     needs = None
     tier_flags: list[str] = []
-    if tier == "multi_hop":
+    if kind == "relational":
         needs = share(lambda c: c.needs_relation)
         if limits.min_needs_relation is not None and needs < limits.min_needs_relation:
             tier_flags.append(
-                f"only {needs:.0%} of multi_hop cases need a relation (< {limits.min_needs_relation:.0%}); "
+                f"only {needs:.0%} of {tier} cases need a relation (< {limits.min_needs_relation:.0%}); "
                 "the rest are answerable by name match"
             )
     return TierSummary(
@@ -220,27 +238,34 @@ def summarise_tier(tier: str, checks: Sequence[CaseCheck], limits: TierThreshold
         flagged=sum(1 for c in checks if c.flags),
         candidates=sum(1 for c in checks if c.candidates),
         tier_flags=tuple(tier_flags),
+        kind=kind,
     )
 
 
 def check_fixture(
     fixture: Fixture,
-    thresholds: Mapping[str, TierThresholds] | None = None,
+    thresholds: ThresholdTable | None = None,
     finder: AmbiguityFinder | None = None,
+    kinds: Mapping[str, str] | None = None,
 ) -> FixtureCheck:
-    """Measure, flag and summarise every case. Without `finder`, no ambiguity candidates."""
+    """Measure, flag and summarise every case. Without `finder`, no ambiguity candidates.
+
+    Each tier is checked as its kind (`tier_kind.tier_kinds`: the fixture's `tier_kinds`,
+    then `kinds` given here, then measured), never by its name alone.
+    """
     unit_words: dict[str, Words] = {}
     names = known_names(fixture.corpus)
+    kind_of = tier_kinds(fixture, kinds)
+    limits = {t: thresholds_for(t, k, thresholds) for t, k in kind_of.items()}
     checks = []
     for case in fixture.cases:
-        check = measure_case(case, fixture, unit_words, names)
+        check = measure_case(case, fixture, unit_words, names, kind_of[case.tier] == "relational")
         if finder is not None:
             check = replace(check, candidates=finder.candidates(case))
-        check = replace(check, flags=case_flags(check, thresholds_for(case.tier, thresholds)))
+        check = replace(check, flags=case_flags(check, limits[case.tier]))
         checks.append(check)
     tiers = tuple(
-        summarise_tier(t, [c for c in checks if c.tier == t], thresholds_for(t, thresholds))
-        for t in fixture.tiers
+        summarise_tier(t, [c for c in checks if c.tier == t], limits[t], kind_of[t]) for t in fixture.tiers
     )
     return FixtureCheck(
         name=fixture.name,
@@ -249,6 +274,8 @@ def check_fixture(
         version=fixture.version,
         cases=tuple(checks),
         tiers=tiers,
-        thresholds=dict(thresholds) if thresholds is not None else {},
+        thresholds=limits,
         ambiguity=tuple(finder.rankers) if finder is not None else (),
+        kinds=kind_of,
+        ambiguity_config=dict(finder.config) if finder is not None else {},
     )

@@ -28,7 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Measure how hard and how honest each case of a fixture is: query/target word overlap, "
             "shared phrases, name leakage, multi_hop name matching, expected-set size and ambiguity "
-            "candidates, flagged with per-tier thresholds (docs/fixtures.md)."
+            "candidates, flagged with the thresholds of each tier's kind (lookup, paraphrase, relational: "
+            "measured or declared with tier_kinds, never the name alone) and a BM25 pinned in the checker "
+            "(docs/fixtures.md)."
         ),
     )
     parser.add_argument("fixture", help="a YAML fixture (fixtures/gold.yaml) or a BEIR folder")
@@ -36,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--strict", action="store_true", help="exit 2 when any case or tier is flagged")
     parser.add_argument("--json", metavar="FILE", help="write every figure, case and candidate as JSON")
     parser.add_argument(
-        "--no-ambiguity", action="store_true", help="skip ambiguity candidates (no BM25 index; fastest)"
+        "--no-ambiguity",
+        action="store_true",
+        help="skip ambiguity candidates (no index of the checker's pinned BM25; fastest)",
     )
     parser.add_argument(
         "--semantic",
@@ -82,10 +86,12 @@ def ranker_from_conf(name: str):
 
 
 def ambiguity_rankers(fixture: Fixture, semantic: bool, err) -> dict:
-    """BM25 and, optionally, the semantic ranker, as configured by default, prepared on the corpus."""
+    """The checker's pinned BM25 (ranker.py, not conf/ranker/bm25.yaml) and, optionally, the
+    semantic ranker as configured by default, prepared on the corpus."""
+    from evalpipe.fixture_check.ranker import checker_bm25
     from evalpipe.rankers.base import RankerUnavailable
 
-    bm25 = ranker_from_conf("bm25")
+    bm25 = checker_bm25()
     bm25.prepare(fixture.corpus)
     rankers = {"bm25": bm25}
     if semantic:
@@ -103,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from evalpipe.fixture_check.ambiguity import AmbiguityFinder
     from evalpipe.fixture_check.check import check_fixture
+    from evalpipe.fixture_check.ranker import CHECKER_BM25
     from evalpipe.fixture_check.render import print_report, write_json
     from evalpipe.fixture_check.thresholds import apply_overrides
 
@@ -114,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         fixture = load(args.fixture, args.corpus)
         finder = None
         if not args.no_ambiguity:
-            finder = AmbiguityFinder(fixture, ambiguity_rankers(fixture, args.semantic, err))
+            rankers = ambiguity_rankers(fixture, args.semantic, err)
+            finder = AmbiguityFinder(fixture, rankers, {"bm25": dict(CHECKER_BM25)})
         report = check_fixture(fixture, thresholds, finder)
     except (EvalpipeError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -52,6 +52,9 @@ def name_leak(query: Words, unit: Unit) -> Leak:
     name_words = content_words(name)
     wanted = name_words.stem_set
     shared = wanted & query.stem_set
+    if len(name_words.surface) >= 2 and "".join(name_words.surface) in query.surface_set:
+        # the whole name written run-together (`mergesettings` for `merge_settings`)
+        return Leak("full", name, tuple(dict.fromkeys(name_words.surface)))
     if not wanted or not shared:
         return Leak("none", name)
     level = "full" if shared == wanted else "partial"

@@ -11,7 +11,6 @@ from rich.table import Table
 from rich.text import Text
 
 from evalpipe.fixture_check.check import CaseCheck, FixtureCheck
-from evalpipe.fixture_check.thresholds import thresholds_for
 
 QUERY_WIDTH = 70
 
@@ -29,6 +28,7 @@ def tier_table(report: FixtureCheck) -> Table:
     table = Table(title=title, title_justify="left")
     for col in (
         "tier",
+        "kind",
         "cases",
         "overlap",
         "overlap stemmed",
@@ -43,6 +43,7 @@ def tier_table(report: FixtureCheck) -> Table:
     for t in report.tiers:
         table.add_row(
             Text(t.tier),
+            t.kind,
             str(t.cases),
             f"{t.mean_overlap:.2f}",
             f"{t.mean_overlap_stemmed:.2f}",
@@ -129,7 +130,6 @@ def print_report(
 
 def report_json(report: FixtureCheck) -> dict[str, Any]:
     """Everything measured, per case and per tier, with the thresholds that were applied."""
-    tiers = [t.tier for t in report.tiers]
     cases = []
     for c in report.cases:
         item = asdict(c)
@@ -139,7 +139,7 @@ def report_json(report: FixtureCheck) -> dict[str, Any]:
             phrase=list(c.phrase),
             phrase_words=c.phrase_words,
             name_leak=c.leak_level,
-            needs_relation=c.needs_relation if c.tier == "multi_hop" else None,
+            needs_relation=c.needs_relation if report.kinds.get(c.tier) == "relational" else None,
         )
         cases.append(item)
     summaries = []
@@ -153,7 +153,9 @@ def report_json(report: FixtureCheck) -> dict[str, Any]:
         "sha256": report.sha256,
         "version": report.version,
         "ambiguity_rankers": list(report.ambiguity),
-        "thresholds": {t: asdict(thresholds_for(t, report.thresholds or None)) for t in tiers},
+        "ambiguity_ranker_config": dict(report.ambiguity_config),
+        "tier_kinds": dict(report.kinds),
+        "thresholds": {t: asdict(limits) for t, limits in report.thresholds.items()},
         "tiers": summaries,
         "tier_flags": report.tier_flags,
         "flagged_cases": [c.case_id for c in report.flagged_cases],

@@ -1,23 +1,30 @@
 """Per-tier thresholds: when a measured figure means a case does not test what its tier claims.
 
 The figures are measured the same way for every tier; what counts as a problem depends
-on the tier. An `exact` query is *meant* to spell the unit's name, a `concept` query is
-meant to share little wording with its target, a `multi_hop` question is meant to need
-a relation. Tiers the checker does not know (`docs`, `all` from BEIR) get only the
-checks that are wrong in any tier (oversized expected sets, strong ambiguity).
+on what the tier *is*, its kind (`tier_kind.py`), never on its name alone:
+
+- `lookup`: the query spells its unit's name, so overlap and leakage are its point;
+- `relational`: the question names the unit it asks about, so only the tier as a whole is
+  held to "needs a relation";
+- `paraphrase`: every other tier (`concept`, `paraphrase`, `semantic`, `docs`, BEIR's
+  `all`): the query must not copy its target's wording or name.
+
+Overlap and phrase thresholds flag at or above their value: a query copying exactly
+half of its words from the target is as much a copy as one copying a little more.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
 
 
 @dataclass(frozen=True)
 class TierThresholds:
     """A `None` threshold disables that check for the tier."""
 
-    #: Flag a case whose stemmed overlap with its best-overlapping expected unit is above this.
+    #: Flag a case whose stemmed overlap with its best-overlapping expected unit is this or more.
     max_overlap_stemmed: float | None = None
     #: Flag a case sharing a run of at least this many consecutive content words with an expected unit.
     max_phrase: int | None = None
@@ -35,22 +42,69 @@ class TierThresholds:
     flag_strong_candidate: bool = True
 
 
-DEFAULT_THRESHOLDS: dict[str, TierThresholds] = {
-    # An exact query names its symbol: BM25 preferring another unit is the ranker's problem,
-    # not the case's, so candidates are listed but do not flag.
-    "exact": TierThresholds(max_expected=2, flag_strong_candidate=False),
-    "concept": TierThresholds(
-        max_overlap_stemmed=0.5, max_phrase=2, flag_full_name_leak=True, max_expected=3
-    ),
-    "multi_hop": TierThresholds(max_expected=8, min_needs_relation=0.5),
-}
-#: Any tier not named above.
-OTHER_TIER = TierThresholds(max_expected=20)
+#: The thresholds of each tier kind (see the module docstring and docs/fixtures.md).
+KIND_THRESHOLDS: Mapping[str, TierThresholds] = MappingProxyType(
+    {
+        # A lookup query names its symbol: BM25 preferring another unit is the ranker's
+        # problem, not the case's, so candidates are listed but do not flag.
+        "lookup": TierThresholds(max_expected=2, flag_strong_candidate=False),
+        "paraphrase": TierThresholds(
+            max_overlap_stemmed=0.5, max_phrase=2, flag_full_name_leak=True, max_expected=3
+        ),
+        "relational": TierThresholds(max_expected=8, min_needs_relation=0.5),
+    }
+)
+THRESHOLD_NAMES = tuple(f.name for f in fields(TierThresholds))
+#: The stock tiers' thresholds (their stock kinds'); any other tier is a paraphrase tier
+#: unless measured or declared otherwise.
+DEFAULT_THRESHOLDS: Mapping[str, TierThresholds] = MappingProxyType(
+    {
+        "exact": KIND_THRESHOLDS["lookup"],
+        "concept": KIND_THRESHOLDS["paraphrase"],
+        "multi_hop": KIND_THRESHOLDS["relational"],
+    }
+)
+OTHER_TIER = KIND_THRESHOLDS["paraphrase"]
+#: The kind a stock tier has when nothing else is known (check_fixture measures it instead).
+STOCK_KINDS: Mapping[str, str] = MappingProxyType({"exact": "lookup", "multi_hop": "relational"})
 
 
-def thresholds_for(tier: str, table: Mapping[str, TierThresholds] | None = None) -> TierThresholds:
-    table = DEFAULT_THRESHOLDS if table is None else table
-    return table.get(tier, table.get("*", OTHER_TIER))
+def default_kind(tier: str) -> str:
+    """The kind of a tier known only by its name: the stock meaning, else paraphrase."""
+    return STOCK_KINDS.get(tier, "paraphrase")
+
+
+@dataclass(frozen=True)
+class ThresholdTable:
+    """Kind defaults plus `--threshold TIER.NAME=VALUE` overrides.
+
+    `overrides` maps a tier name (or `*`, every tier without an override of its own) to
+    {threshold name: value}; a tier's thresholds are its kind's, then its overrides.
+    """
+
+    overrides: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+
+    def for_tier(self, tier: str, kind: str | None = None) -> TierThresholds:
+        base = KIND_THRESHOLDS[kind or default_kind(tier)]
+        own = self.overrides.get(tier)
+        changes = own if own is not None else self.overrides.get("*", {})
+        return replace(base, **changes) if changes else base
+
+    def __getitem__(self, tier: str) -> TierThresholds:
+        """`table["concept"]`: a tier's thresholds by its stock kind (see `default_kind`)."""
+        return self.for_tier(tier)
+
+
+DEFAULT_TABLE = ThresholdTable()
+
+
+def thresholds_for(
+    tier: str, kind: str | ThresholdTable | None = None, table: ThresholdTable | None = None
+) -> TierThresholds:
+    """A tier's thresholds; `thresholds_for(tier, table)` (no kind) uses the stock kind."""
+    if isinstance(kind, ThresholdTable):
+        kind, table = None, kind
+    return (table or DEFAULT_TABLE).for_tier(tier, kind)
 
 
 def _parse_value(raw: str, current: object) -> object:
@@ -68,22 +122,21 @@ def _parse_value(raw: str, current: object) -> object:
     return int(number) if number.is_integer() and "." not in text else number
 
 
-def apply_overrides(overrides: Iterable[str]) -> dict[str, TierThresholds]:
+def apply_overrides(overrides: Iterable[str]) -> ThresholdTable:
     """`concept.max_overlap_stemmed=0.4`, `docs.max_expected=5`, `*.max_expected=none` -> a table."""
-    table = dict(DEFAULT_THRESHOLDS)
-    names = {f.name for f in fields(TierThresholds)}
+    table: dict[str, dict[str, object]] = {}
+    types = KIND_THRESHOLDS["paraphrase"]
     for item in overrides:
         key, sep, value = item.partition("=")
         tier, dot, name = key.strip().rpartition(".")
-        if not sep or not dot or not tier or name not in names:
+        if not sep or not dot or not tier or name not in THRESHOLD_NAMES:
             raise ValueError(
-                f"bad threshold {item!r}: use TIER.NAME=VALUE with NAME one of {sorted(names)} "
+                f"bad threshold {item!r}: use TIER.NAME=VALUE with NAME one of {sorted(THRESHOLD_NAMES)} "
                 "(TIER * means every tier not listed)"
             )
-        current = thresholds_for(tier, table)
         try:
-            parsed = _parse_value(value, getattr(DEFAULT_THRESHOLDS["concept"], name))
+            parsed = _parse_value(value, getattr(types, name))
         except ValueError as exc:
             raise ValueError(f"bad threshold {item!r}: {name} {exc}") from None
-        table[tier] = replace(current, **{name: parsed})
-    return table
+        table.setdefault(tier, {})[name] = parsed
+    return ThresholdTable(table)

@@ -339,10 +339,15 @@ def _set(args, open_store) -> int:
     record = set_baseline(tracker.client, args.name, run)
     fixtures = ", ".join(f"{r.key} ({len(r.cases.case_ids)} cases)" for r in side.runs)
     was = f"; was {record.previous}" if record.previous and record.previous != record.run_id else ""
+    from evalpipe.reporting.links import run_link_suffix
+
     print(
         f"baseline {record.name} -> run {record.run_id} ({record.run_name}) in {record.experiment}: "
         f"{fixtures}{was}"
     )
+    url = run_link_suffix(tracker.uri, run.info.experiment_id, run.info.run_id).strip(" ()")
+    if url:
+        print(f"run page: {url}")
     return 0
 
 

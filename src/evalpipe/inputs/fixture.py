@@ -37,7 +37,11 @@ CASE_FIELDS = {
     "answerability",
     "notes",
 }
-FIXTURE_FIELDS = {"name", "version", "description", "corpus", "cases"}
+FIXTURE_FIELDS = {"name", "version", "description", "corpus", "cases", "tier_kinds"}
+#: What a tier is, for `check-fixture` (docs/fixtures.md#tier-kinds): a name lookup, a
+#: paraphrase (the wording checks apply) or a relational question. Optional per fixture;
+#: an undeclared tier's kind is measured from its cases.
+TIER_KINDS = ("lookup", "paraphrase", "relational")
 ANSWERABILITY = ("answerable", "unanswerable")
 #: A tier becomes part of metric names (`tier/<tier>/recall_at_5`), so it must be a valid MLflow name.
 TIER_PATTERN = re.compile(r"\w[\w.\-]*")
@@ -80,6 +84,8 @@ class Fixture:
     #: The part of the cases measured (`evalpipe.inputs.split`): all, dev or test.
     split: str = "all"
     split_label: str = ""
+    #: `tier_kinds:` as declared in the YAML ({tier: kind}); undeclared tiers are measured.
+    tier_kinds: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -325,6 +331,7 @@ def _load_fixture(path: str | Path, corpus: str | Path | None, name: str | None)
         value = data.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, str | int | float)):
             raise FixtureError(f"{fpath}: '{key}' must be a single value, got {_type_name(value)} {value!r}")
+    tier_kinds = _tier_kinds(data.get("tier_kinds"), str(fpath))
     corpus_ref = corpus or data.get("corpus")
     if not corpus_ref:
         raise FixtureError(f"{fpath}: no 'corpus' given (a JSONL file of units, relative to the fixture)")
@@ -346,4 +353,24 @@ def _load_fixture(path: str | Path, corpus: str | Path | None, name: str | None)
         source=str(fpath),
         sha256=file_sha256(fpath),
         version=str(data.get("version") or ""),
+        tier_kinds=tier_kinds,
     )
+
+
+def _tier_kinds(raw: object, where: str) -> dict[str, str]:
+    """`tier_kinds: {paraphrase: paraphrase, hops: relational}`: what each named tier is."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise FixtureError(
+            f"{where}: 'tier_kinds' must be a mapping {{tier: kind}} with kind one of {list(TIER_KINDS)}, "
+            f"got {_type_name(raw)} {raw!r}"
+        )
+    out: dict[str, str] = {}
+    for tier, kind in raw.items():
+        if kind not in TIER_KINDS:
+            raise FixtureError(
+                f"{where}: tier_kinds: tier {tier!r} has kind {kind!r}; use one of {list(TIER_KINDS)}"
+            )
+        out[str(tier)] = str(kind)
+    return out

@@ -64,7 +64,9 @@ def run_description(
     head += f" · {case_count([row], tier_counts)} · K = {', '.join(map(str, ks))}"
     if objective and objective_value is not None:
         head += f" · objective `{objective}` = {objective_value:.4f}"
-    out = [head, "", f"Ranker `{params.get('ranker', row.name)}`: {ranker_settings(params)}", ""]
+    # The headline table right under the first line: the collapsed description (about four lines
+    # before "Show more") shows the line and the table's head; the ranker's settings come last.
+    out = [head, ""]
     out += ["#### Overall", ""] + markdown_table(*overall_table([row], ks)) + [""]
     if row.scores is not None:
         tiers = tier_columns([row], tier_counts)
@@ -72,6 +74,7 @@ def run_description(
         ir = ir_table([row], ks)
         if ir:
             out += ["#### IR metrics", ""] + markdown_table(*ir) + [""]
+    out += [f"Ranker `{params.get('ranker', row.name)}`: {ranker_settings(params)}", ""]
     out += [
         "_All figures: the Metrics table below (headline names bare; `ir/`, `tier/`, `cost/`, ... grouped)._"
     ]

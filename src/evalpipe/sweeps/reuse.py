@@ -105,8 +105,11 @@ def record_reuse(tracker: Any, experiment_id: str, done: Any, job_tags: dict[str
     tags.update(job_tags)
     tags[REUSED_TAG] = old
     note = done.data.tags.get(NOTE_TAG, "")
+    from evalpipe.reporting.links import run_href
+
     tags[NOTE_TAG] = clip(
-        f"_Reused: this point's configuration was already measured by run `{old}` "
+        f"_Reused: this point's configuration was already measured by run "
+        f"[{old}]({run_href(done.info.experiment_id, old)}) "
         f"({done.info.run_name}); its figures are copied here and its artifacts stay there._\n\n{note}"
     )
     with tracking.tracked_run(tracker, experiment_id, reuse_name(run_name, old), tags) as run_id:
