@@ -1,6 +1,6 @@
-"""Every speed ratio of issue #13 in one run, with the load average beside each.
+"""Every speed ratio of issues #13 and #21 in one run, with the load average beside each.
 
-    python scripts/bench_perf.py                          # all sections, current code
+    python scripts/bench_perf.py                          # every section but dense, current code
     python scripts/bench_perf.py --baseline-src /path/to/old/src   # also time an older checkout: before/after
     python scripts/bench_perf.py --sections scoring --sizes 10000 100000
     python scripts/bench_perf.py --sections dense                 # engines/precisions on 320 SciFact docs
@@ -13,6 +13,11 @@ Sections (each prints a table of wall times and ratios):
 * scoring: `metrics.evaluate` and `scoring.score_results` vs pytrec_eval and ranx on synthetic runs
            (N queries x 100 results, 1-5 judged docs each, shared ID strings as a real run has).
 * sweep:   a sequential 8-point BM25 sweep on gold vs one gold run (warm store, `force=true`).
+* reuse:   a fully reused 12-point sweep (`-m +sweep=bm25_grid` run a second time) and a reused
+           1-point one: the total, per point, and per extra point.
+* imports: what a gold run's own process imports (`python -X importtime`), checked against a
+           budget: no MLflow, SQLAlchemy, pandas or matplotlib in the run's process (the upload
+           worker imports MLflow), and the total under `--import-budget-ms`; the worker's imports.
 * dense:   (alias int8) documents/s embedding a SciFact sample with the semantic ranker per engine and
            precision (torch fp32/bf16/int8/int8_all, onnx fp32/int8), the ratio to fp32 torch, cosine
            to fp32 and how many docs exceed 128/256/512 tokens; `--full-ndcg` adds nDCG@10 on all of
@@ -38,7 +43,19 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCIFACT = ROOT.parent / "shared" / "datasets" / "scifact"
+#: ../shared beside the checkout; a git worktree under <repo>/../wt/<name> looks one more level up.
+SCIFACT = (
+    next(
+        (
+            p
+            for p in (ROOT.parent / "shared", ROOT.parents[1] / "shared")
+            if (p / "datasets" / "scifact").is_dir()
+        ),
+        ROOT.parent / "shared",
+    )
+    / "datasets"
+    / "scifact"
+)
 
 BARE_BM25S = r"""
 import csv, gzip, json, sys
@@ -305,6 +322,102 @@ def scifact_sample(scifact: Path, n: int) -> list:
     return units
 
 
+REUSED_POINT = ["ranker.k1=0.9", "ranker.b=0.4", "ranker.method=lucene"]  # one point of bm25_grid
+
+
+def section_reuse(args: argparse.Namespace, tmp: Path) -> None:
+    variants = {}
+    for label, src in codebases(args).items():
+        work = tmp / f"reuse-{label}"
+        env = env_for(src)
+        wall(evalpipe_cmd(work, "-m", "+sweep=bm25_grid"), env)  # measures the 12 points once
+        variants[f"12 ({label})"] = (evalpipe_cmd(work, "-m", "+sweep=bm25_grid"), env)
+        variants[f"1 ({label})"] = (evalpipe_cmd(work, "-m", "+sweep=bm25_grid", *REUSED_POINT), env)
+    before = load()
+    med = interleaved(variants, args.repeat)
+    rows = []
+    for label in codebases(args):
+        twelve, one = med[f"12 ({label})"], med[f"1 ({label})"]
+        rows.append(
+            [label, f"{twelve:.2f}", f"{one:.2f}", f"{twelve / 12:.3f}", f"{(twelve - one) / 11:.3f}"]
+        )
+    table(
+        f"Fully reused `-m +sweep=bm25_grid` (median of {args.repeat}; {before} -> {load()})",
+        ["code", "12 points s", "1 point s", "per point s (12-point / 12)", "per extra point s"],
+        rows,
+    )
+
+
+#: Modules a single run's own process must not import (the upload worker does what needs them).
+IMPORT_FORBIDDEN = ("mlflow", "sqlalchemy", "alembic", "pandas", "matplotlib", "torch")
+
+
+def import_profile(stderr: str) -> tuple[float, dict[str, float]]:
+    """(total ms, {top-level module: cumulative ms}) from `python -X importtime` output."""
+    top: dict[str, float] = {}
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        _, cumulative, name = line.split("|", 2)
+        if not cumulative.strip().isdigit() or name.startswith("  "):
+            continue  # the header, or an import nested in another
+        top[name.strip()] = top.get(name.strip(), 0.0) + int(cumulative) / 1000.0
+    return sum(top.values()), top
+
+
+def imported(stderr: str) -> set[str]:
+    return {
+        line.split("|", 2)[2].strip().split(".")[0]
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and line.count("|") >= 2
+    }
+
+
+def section_imports(args: argparse.Namespace, tmp: Path) -> None:
+    rows = []
+    before = load()
+    for label, src in codebases(args).items():
+        work = tmp / f"imports-{label}"
+        env = env_for(src)
+        wall(evalpipe_cmd(work, "run_name=warmup"), env)
+        totals, forbidden, tops = [], set(), {}
+        for _ in range(args.repeat):
+            cmd = evalpipe_cmd(work)
+            proc = subprocess.run(
+                [cmd[0], "-X", "importtime", *cmd[1:]], cwd=ROOT, env=env, capture_output=True, text=True
+            )
+            if proc.returncode != 0:
+                raise SystemExit(f"bench_perf: gold run failed:\n{proc.stderr[-2000:]}")
+            total, top = import_profile(proc.stderr)
+            totals.append(total)
+            tops = top
+            forbidden |= imported(proc.stderr) & set(IMPORT_FORBIDDEN)
+        worker = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "evalpipe.reporting.upload_worker"],
+            cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        worker_ms = import_profile(worker.stderr)[0] if worker.returncode == 0 else float("nan")
+        total = statistics.median(totals)
+        ok = not forbidden and total <= args.import_budget_ms
+        heavy = ", ".join(f"{n} {ms:.0f}" for n, ms in sorted(tops.items(), key=lambda x: -x[1])[:5])
+        rows.append(
+            [
+                label,
+                f"{total:.0f}",
+                "PASS" if ok else "FAIL",
+                ", ".join(sorted(forbidden)) or "none",
+                f"{worker_ms:.0f}" if label == "now" else "-",
+                heavy,
+            ]
+        )
+    table(
+        f"Imports of a gold run's own process, budget {args.import_budget_ms:.0f} ms "
+        f"(median of {args.repeat}; {before} -> {load()})",
+        ["code", "import ms", "budget", "forbidden imported", "upload worker import ms", "heaviest (ms)"],
+        rows,
+    )
+
+
 def section_dense(args: argparse.Namespace, tmp: Path) -> None:
     """Corpus embedding per engine/precision: units/s, speed vs fp32 torch, cosine to fp32.
 
@@ -447,6 +560,8 @@ SECTIONS = {
     "run": section_run,
     "scoring": section_scoring,
     "sweep": section_sweep,
+    "reuse": section_reuse,
+    "imports": section_imports,
     "dense": section_dense,
     "int8": section_dense,  # the old name of the dense section
 }
@@ -454,11 +569,23 @@ SECTIONS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS))
+    parser.add_argument(
+        "--sections",
+        nargs="+",
+        choices=list(SECTIONS),
+        default=[name for name in SECTIONS if name not in ("dense", "int8")],
+        help="default: all but dense (minutes of embedding; ask for it by name)",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions per timing (median)")
     parser.add_argument("--baseline-src", help="another checkout's src/ to time the same commands with")
     parser.add_argument(
-        "--sizes", nargs="+", type=int, default=[10_000, 100_000], help="scoring: query counts"
+        "--sizes", nargs="+", type=int, default=[20_000, 100_000], help="scoring: query counts"
+    )
+    parser.add_argument(
+        "--import-budget-ms",
+        type=float,
+        default=900.0,
+        help="imports: the most a gold run's own process may spend importing (quiet machine)",
     )
     parser.add_argument(
         "--dense-docs",

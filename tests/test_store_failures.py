@@ -161,6 +161,19 @@ def test_read_only_store_directory_says_read_only(tmp_path, existing):
         assert [r.info.status for r in all_runs(uri)] == ["FINISHED"]
 
 
+def wait_for_running_run(uri: str, proc, timeout: float = 60) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(r.info.status == "RUNNING" for r in all_runs(uri)):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"process ended early ({proc.returncode}): {proc.stderr.read()}")
+        time.sleep(0.1)
+    raise AssertionError("the run never appeared in the store")
+
+
 def test_server_killed_mid_run_saves_results_and_sync_repairs_the_store(tmp_path):
     fx = write_tiny(tmp_path)
     port = free_port()
@@ -174,9 +187,11 @@ def test_server_killed_mid_run_saves_results_and_sync_repairs_the_store(tmp_path
             f"fixture.path={fx}",
             f"tracking.uri={uri}",
             f"hydra.run.dir={out}",
-            *slow_ranker(progress, 0.3),
+            *slow_ranker(progress, 0.8),
         )
         wait_for_lines(progress, 1, run)
+        # The run is opened by the upload worker while the cases run: kill the server once it is.
+        wait_for_running_run(uri, run)
         stop_server(server, signal.SIGKILL)
         stdout, stderr = run.communicate(timeout=120)
     finally:

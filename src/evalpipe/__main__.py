@@ -14,10 +14,15 @@ import importlib
 import sys
 from dataclasses import dataclass
 
-import hydra
-from omegaconf import DictConfig
+if __name__ == "__main__":  # `python -m evalpipe`: start the upload worker before importing Hydra
+    from evalpipe.reporting import upload_worker
 
-from evalpipe.paths import PROJECT_ROOT
+    upload_worker.spawn_early(sys.argv[1:])
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from evalpipe.paths import PROJECT_ROOT  # noqa: E402
 
 CONF_DIR = str(PROJECT_ROOT / "conf")
 
@@ -96,6 +101,9 @@ def _main() -> None:
         sys.exit(run(sys.argv[2:]))
     if any(a in ("--help", "-h") for a in sys.argv[1:]):
         print(usage())
+    from evalpipe.reporting import upload_worker
+
+    upload_worker.spawn_early(sys.argv[1:])  # imports MLflow on the other core while this run measures
     from evalpipe.safety import hydra_errors
 
     signals.install()

@@ -41,5 +41,6 @@ def _stages(cfg: DictConfig) -> float:
     stages.guarded(state, stages.judge)
     with signals.deferred():  # a second Ctrl-C must not cost what the first one saves
         stages.record(state)
+        stages.show(state)  # the results, as soon as they are saved
         stages.upload(state)
     return stages.report(state)

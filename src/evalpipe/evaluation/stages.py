@@ -1,10 +1,17 @@
 """The stages of one evaluation, in order, each over the run's `RunState`.
 
-check -> open_store -> reuse -> start -> measure -> judge -> record -> upload -> report.
+check -> open_store -> reuse -> start -> measure -> judge -> record -> show -> upload -> report.
 Bad input stops in `check` (or, found while building the index, in `measure`) with
 exit 2 and one line; from `start` on an MLflow run is open, and every way out
 ends it (FINISHED, FAILED or KILLED). `record` saves the run locally before
-`upload` touches the store, so a tracking failure never costs finished work.
+`upload` touches the store, so a tracking failure never costs finished work, and
+`show` prints the results as soon as they are saved.
+
+A single run started by `python -m evalpipe` hands the MLflow side to the warm upload
+worker (`reporting.upload_worker`): `open_store` makes the checks that need no MLflow
+(exit 2 as before) and only asks the worker to open the store and `start` the run;
+`record` waits for both before it saves (a store that failed to open is exit 2, nothing
+saved, as if it had failed first), and `upload` sends the saved run to the worker.
 """
 
 from __future__ import annotations
@@ -84,13 +91,45 @@ def check(cfg: DictConfig) -> RunState:
 
 def open_store(state: RunState) -> None:
     """Open the MLflow experiment (unless offline); an unreachable store is exit 2 before any case."""
-    from evalpipe.reporting import tracking
+    from evalpipe.reporting import tracking, upload_worker
 
     cfg = state.cfg
     state.experiment = experiment_name(cfg)
     state.offline = bool(cfg.tracking.get("offline", False))
+    worker = upload_worker.take()
+    if worker is not None and not state.offline and _worker_fits(state):
+        try:
+            uri = tracking.check_store(cfg.tracking.uri)
+        except EvalpipeError as exc:
+            fail(str(exc))
+        with contextlib.suppress(upload_worker.WorkerGone):  # gone: open it here instead
+            state.open_request = worker.send(
+                "open", uri=uri, experiment=state.experiment, ks=list(state.ks), objective=state.objective
+            )
+            state.worker, state.store_uri = worker, uri
+            return
+    if worker is not None:
+        worker.discard()
     if state.offline:
         return
+    _open_here(state)
+
+
+def _worker_fits(state: RunState) -> bool:
+    """A single run that needs no store lookup before its cases, with MLflow not yet imported."""
+    from evalpipe.sweeps import job as sweep
+
+    cfg = state.cfg
+    if "mlflow" in sys.modules or cfg.get("traces", False):
+        return False
+    # resume looks a sweep's point up in the store before measuring it
+    return not (sweep.job_context(None, None).sweep_id and not cfg.get("force"))
+
+
+def _open_here(state: RunState) -> None:
+    from evalpipe.reporting import tracking
+
+    cfg = state.cfg
     try:
         state.tracker, state.experiment_id = tracking.open_experiment(cfg.tracking.uri, state.experiment)
     except EvalpipeError as exc:
@@ -112,10 +151,13 @@ def reuse(state: RunState) -> float | None:
     state.job = sweep.job_context(state.tracker, state.experiment_id)
     if state.tracker is None or not state.job.sweep_id or state.cfg.get("force"):
         return None
-    done = sweep.find_finished(state.tracker, state.experiment_id, state.chash)
+    from evalpipe.sweeps.reuse import find_reusable, reuse_point
+
+    done = find_reusable(
+        state.tracker, state.experiment_id, state.chash, tracking.code_fingerprint(), fixture.sha256
+    )
     if done is None:
         return None
-    from evalpipe.sweeps.reuse import reuse_point
 
     return reuse_point(
         state.console,
@@ -131,8 +173,7 @@ def reuse(state: RunState) -> float | None:
 
 def start(state: RunState) -> None:
     """Open the MLflow run (RUNNING from here until record/upload end it) with the identity tags."""
-    from mlflow.exceptions import MlflowException
-
+    from evalpipe.reporting import tracking
     from evalpipe.reporting.record import Recording
 
     fixture, counter = state.fixture, state.counter
@@ -147,6 +188,7 @@ def start(state: RunState) -> None:
         "evalpipe.corpus_sha256": fixture.corpus.sha256,
         "evalpipe.ranker": state.ranker_choice,
         "evalpipe.config_hash": state.chash,
+        "evalpipe.code_fingerprint": tracking.code_fingerprint(),  # sweeps.reuse asks by it
         "evalpipe.token_counter": counter.method,
         "evalpipe.objective": state.objective,
     }
@@ -158,6 +200,24 @@ def start(state: RunState) -> None:
     rec.tracker, rec.experiment_id = state.tracker, state.experiment_id
     rec.describe_data(fixture)  # logged as MLflow dataset inputs (reporting.datasets)
     state.rec = rec
+    if state.worker is not None:  # created by the worker once the store is open (see `await_store`)
+        from evalpipe.reporting.upload_worker import WorkerGone
+
+        rec.worker, rec.uri = state.worker, state.store_uri
+        try:
+            rec.start(state.tags)
+            return
+        except WorkerGone:
+            rec.worker = state.worker = None
+            _open_here(state)
+            rec.tracker, rec.experiment_id = state.tracker, state.experiment_id
+    _start_here(state)
+
+
+def _start_here(state: RunState) -> None:
+    from mlflow.exceptions import MlflowException
+
+    rec = state.rec
     try:
         rec.start(state.tags)
     except MlflowException as exc:
@@ -166,6 +226,37 @@ def start(state: RunState) -> None:
         if signals.is_interrupt(exc):
             rec.abandon("KILLED")
         raise
+
+
+def await_store(state: RunState) -> None:
+    """Wait for the worker to have opened the store and the run (before anything is saved).
+
+    The store passed `tracking.check_store` before the first case, so a failure here (it died
+    meanwhile, a damaged database) is an upload failure: the run is saved locally and the
+    upload stage reports it (exit 1, `evalpipe sync` later). A worker that died is replaced
+    by opening the store here."""
+    from evalpipe.reporting import tracking
+    from evalpipe.reporting.upload_worker import WorkerError, WorkerGone
+
+    worker, rec = state.worker, state.rec
+    if worker is None or state.tracker is not None or rec.store_error:
+        return
+    try:
+        opened = worker.reply(state.open_request)
+        state.experiment_id = rec.experiment_id = str(opened["experiment_id"])
+        rec.uri = str(opened["uri"])
+        rec.started()
+    except WorkerError as exc:
+        rec.store_error = str(exc)
+        return
+    except WorkerGone:
+        state.worker = rec.worker = None
+        state.tracker = None
+        _open_here(state)
+        rec.tracker, rec.experiment_id = state.tracker, state.experiment_id
+        _start_here(state)
+        return
+    state.tracker = tracking.Tracker(rec.uri, client=None)  # for the links; the worker holds the client
 
 
 def guarded(state: RunState, stage: Callable[[RunState], None]) -> None:
@@ -219,6 +310,7 @@ def record(state: RunState) -> None:
     from evalpipe.fixture_check.summary import difficulty_metrics
     from evalpipe.reporting import tracking
 
+    await_store(state)
     cfg, fixture, ks = state.cfg, state.fixture, state.ks
     results, prepared = state.results, state.prepared
     status = "FINISHED" if state.failure is None else "FAILED"  # skipped (exit 3) or failed (exit 1)
@@ -277,43 +369,55 @@ def upload(state: RunState) -> None:
     """Upload the saved run (online only), then the figures and traces that are not saved locally."""
     cfg, scores, results = state.cfg, state.scores, state.results
     mode = plot_mode(cfg.get("plots", "recall"))
+    complete = scores is not None and state.interrupted is None
+
+    def figures() -> dict[str, str | bytes]:
+        if not complete or mode == "none":
+            return {}
+        return plot_files(scores, results, state.err, mode)
 
     def log_extra(tracker, run_id):
-        if scores is None or state.interrupted is not None:
-            return
-        if mode != "none":
-            log_plots(tracker, run_id, scores, results, state.err, mode)
-        if cfg.get("traces", False):  # opt-in: slower than the run itself (docs/tracking.md)
+        if complete and cfg.get("traces", False):  # opt-in: slower than the run itself (docs/tracking.md)
             from evalpipe.reporting.traces import log_case_traces
 
             log_case_traces(tracker, state.experiment_id, run_id, results, scores.first_rank)
 
-    state.upload_error = state.rec.upload(log_extra)
+    state.upload_error = state.rec.upload(log_extra, figures)
+
+
+def show(state: RunState) -> None:
+    """Print a single run's tables and notes as soon as it is saved (the links follow the upload)."""
+    if state.job.sweep_id:  # a sweep point prints one line at the end (`report`)
+        return
+    from rich.markup import escape
+
+    from evalpipe.reporting.report import print_tables
+
+    console, fixture = state.console, state.fixture
+    print_tables(console, fixture.label, [state.row], state.ks, fixture.tier_counts())
+    if state.judged is not None:
+        state.judged.print(console)
+    for n in state.notes:
+        console.print(f"[yellow]note:[/] {escape(mask_text(n))}")
+    with contextlib.suppress(Exception):
+        console.file.flush()
 
 
 def report(state: RunState) -> float:
-    """Print the tables, notes and links; the exit code or the objective for a sweeper."""
-    console, rec, fixture, ks = state.console, state.rec, state.fixture, state.ks
-    after_tables = state.judged.print if state.judged is not None else None
+    """Print the links (or where the run is saved), then the exit code or the objective for a sweeper."""
+    console, rec = state.console, state.rec
     if rec.online and not state.upload_error:
-        from evalpipe.reporting.run_end import print_run_end
+        from evalpipe.reporting.run_end import print_links, print_point
 
-        print_run_end(
-            console,
-            state.tracker,
-            state.experiment,
-            state.experiment_id,
-            rec.run_id,
-            state.run_name,
-            state.row,
-            fixture,
-            ks,
-            state.notes,
-            state.job,
-            after_tables,
-        )
+        if state.job.sweep_id:
+            print_point(console, state.job, state.run_name, state.row, rec.run_id)
+        else:
+            exp, exp_id = state.experiment, state.experiment_id
+            print_links(console, state.tracker, exp, exp_id, rec.run_id, state.run_name)
     else:
-        print_offline_end(console, state.row, fixture, ks, state.notes, after_tables)
+        if state.job.sweep_id:  # its tables were not printed by `show`
+            after_tables = state.judged.print if state.judged is not None else None
+            print_offline_end(console, state.row, state.fixture, state.ks, state.notes, after_tables)
         if state.upload_error:
             fail(state.upload_error, code=1)
         console.print(
@@ -354,17 +458,14 @@ def print_offline_end(console, row: ReportRow, fixture: Fixture, ks, notes, afte
         console.print(f"[yellow]note:[/] {escape(mask_text(n))}")
 
 
-def log_plots(
-    tracker, run_id: str, scores: RunScores, results: list[CaseResult], err, mode: str = "all"
-) -> None:
+def plot_files(
+    scores: RunScores, results: list[CaseResult], err, mode: str = "all"
+) -> dict[str, str | bytes]:
     """The figures `plots` asks for (reporting.plots.run_figures); a figure never costs a finished run."""
-    from evalpipe.reporting import tracking
     from evalpipe.reporting.plots import run_figures
 
     try:
-        files = run_figures(scores, [r.latency_us for r in results if r.latency_timed], mode)
+        return dict(run_figures(scores, [r.latency_us for r in results if r.latency_timed], mode))
     except Exception as exc:
         err.print(f"[yellow]plots skipped:[/] {type(exc).__name__}: {exc}")
-        return
-    if files:
-        tracking.log_artifact_files(tracker, run_id, files, subdir="plots")
+        return {}

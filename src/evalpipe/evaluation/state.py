@@ -45,6 +45,10 @@ class RunState:
     offline: bool = False
     tracker: Any = None
     experiment_id: str | None = None
+    #: the upload worker opening the store meanwhile (`reporting.upload_worker`), and its request
+    worker: Any = None
+    open_request: int | None = None
+    store_uri: str | None = None
     # reuse (identity)
     revision: str = ""
     chash: str = ""

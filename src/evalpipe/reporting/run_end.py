@@ -68,3 +68,26 @@ def print_run_end(
     )
     for line in ui_lines(tracker.uri, experiment_id, run_id, tracker.ui_command):
         console.print(escape(line), highlight=False, soft_wrap=True)
+
+
+def print_point(console: Any, job: Any, run_name: str, row: Any, run_id: str) -> None:
+    """A sweep point's one line."""
+    from evalpipe.scoring.run import flat_metrics
+
+    metrics = flat_metrics(row.scores) if row.scores is not None else {}
+    skipped = f" [yellow]skipped:[/] {escape(row.skipped)}" if row.skipped else ""
+    console.print(point_line(job.job_num, run_name, metrics, run_id) + skipped, highlight=False)
+
+
+def print_links(
+    console: Any, tracker: Any, experiment: str, experiment_id: str, run_id: str, run_name: str
+) -> None:
+    """Where a single run is in MLflow (printed after its tables, once it is uploaded)."""
+    from evalpipe.reporting.links import ui_lines
+
+    console.print(
+        f"MLflow: experiment [bold]{escape(experiment)}[/] · run [bold]{run_id}[/] ({escape(run_name)})",
+        highlight=False,
+    )
+    for line in ui_lines(tracker.uri, experiment_id, run_id, tracker.ui_command):
+        console.print(escape(line), highlight=False, soft_wrap=True)

@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -182,8 +183,16 @@ def schema_lock(db: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+#: SQLite stores this process has opened, by URI: a sweep's jobs in one process open it once.
+_opened: dict[str, Tracker] = {}
+
+
 def ensure_store(uri: str | None = None) -> Tracker:
-    """Create the store (SQLite schema) if needed and return a client bound to it."""
+    """Create the store (SQLite schema) if needed and return a client bound to it.
+
+    A SQLite store is opened once per process (the next sweep point gets the same client, as
+    MLflow keeps one store object per URI), though checked for writing every time; a server is
+    probed every time."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -191,6 +200,9 @@ def ensure_store(uri: str | None = None) -> Tracker:
     db = sqlite_path(uri)
     if db is not None:
         check_writable(db)
+        if uri in _opened and db.exists():
+            mlflow.set_tracking_uri(uri)
+            return _opened[uri]
     elif uri.startswith(("http://", "https://")):
         import logging
 
@@ -205,7 +217,8 @@ def ensure_store(uri: str | None = None) -> Tracker:
     with schema_lock(db):  # the store object creates/migrates the schema: one process at a time
         client = MlflowClient(tracking_uri=uri)
         client.search_experiments(max_results=1)
-    return Tracker(uri, client)
+    _opened[uri] = Tracker(uri, client)
+    return _opened[uri]
 
 
 def ensure_experiment(tracker: Tracker, name: str) -> str:
@@ -225,6 +238,37 @@ def ensure_experiment(tracker: Tracker, name: str) -> str:
         if exp is None:
             raise
         return exp.experiment_id
+
+
+def check_store(uri: str | None) -> str:
+    """The checks of a store that need no MLflow (a bad URI, a read-only SQLite store, a server
+    that does not answer), as `open_experiment` words them; returns the normalised URI.
+
+    A run whose store is opened by the upload worker makes these checks itself before any
+    case, so those failures still stop it first, with exit 2."""
+    from evalpipe.safety.errors import EvalpipeError
+    from evalpipe.safety.secrets import mask_text
+
+    try:
+        uri = normalise_uri(uri)
+        db = sqlite_path(uri)
+        if db is not None:
+            check_writable(db)
+        elif uri.startswith(("http://", "https://")):
+            import logging
+
+            logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+            probe_server(uri)
+    except EvalpipeError:
+        raise
+    except StoreUnavailable as exc:
+        raise EvalpipeError(str(exc)) from None
+    except Exception as exc:
+        first = mask_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        raise EvalpipeError(
+            f"cannot open MLflow store {mask_text(str(uri))!r}: {type(exc).__name__}: {first}"
+        ) from None
+    return uri
 
 
 def open_experiment(uri: str | None, name: str) -> tuple[Tracker, str]:
@@ -251,14 +295,28 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the evalpipe package
 
 def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
     """Hash of evalpipe's own source: what resume compares, instead of a commit ID (which changes
-    on a docs-only commit and stays the same under uncommitted edits)."""
+    on a docs-only commit and stays the same under uncommitted edits). evalpipe's own is hashed
+    once per process: the code that runs is the code imported when it started."""
+    if package_dir == PACKAGE_DIR:
+        return _own_fingerprint()
+    return _fingerprint(package_dir)
+
+
+@lru_cache(maxsize=1)
+def _own_fingerprint() -> str:
+    return _fingerprint(PACKAGE_DIR)
+
+
+def _fingerprint(package_dir: Path) -> str:
     h = hashlib.sha256()
     for path in sorted(package_dir.rglob("*.py")):
         h.update(path.relative_to(package_dir).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 
+@lru_cache(maxsize=4)
 def git_revision(root: Path = PROJECT_ROOT) -> str:
+    """The checkout's commit (+ "-dirty"), once per process (as `code_fingerprint`)."""
     try:
         rev = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
@@ -312,6 +370,9 @@ def log_batch(
     m = [Metric(k, float(v), now, 0) for k, v in sorted((metrics or {}).items())]
     p = [Param(k, str(v)) for k, v in sorted((params or {}).items())]
     t = [RunTag(k, str(v)) for k, v in sorted((tags or {}).items())]
+    if len(p) <= 100 and len(t) <= 100 and len(m) + len(p) + len(t) <= 1000:  # one request
+        tracker.client.log_batch(run_id, metrics=m, params=p, tags=t)
+        return
     for chunk in _chunks(p, 100):
         tracker.client.log_batch(run_id, params=list(chunk))
     for chunk in _chunks(t, 100):

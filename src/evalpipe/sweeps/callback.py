@@ -18,6 +18,7 @@ the parent FAILED/KILLED, so it is never left RUNNING.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import re
@@ -100,6 +101,7 @@ class MLflowSweepCallback(Callback):
         self._rows: list[Any] = []
         self._holdout: Any = None
         self._launcher = ""
+        self._plotter: Any = None  # reporting.plot_worker.PlotWorker, importing matplotlib meanwhile
 
     # Hydra pickles the callbacks with the job context for joblib/Ray workers: ship an inert copy.
     def __getstate__(self) -> dict[str, Any]:
@@ -124,7 +126,13 @@ class MLflowSweepCallback(Callback):
     def _start(self, config: DictConfig) -> None:
         from evalpipe.preflight import check_sweep
         from evalpipe.safety.errors import EvalpipeError
+        from evalpipe.sweeps import compose_once
         from evalpipe.sweeps.summary import swept_keys
+
+        compose_once.install()  # each job's config composed once (the check's copy goes to the launcher)
+        from evalpipe.reporting.plot_worker import PlotWorker
+
+        self._plotter = PlotWorker.start()  # the summary's plots, drawn by a warm child at the end
 
         try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
             check_sweep(config, swept_keys(*_sweeper_spec(config)))
@@ -255,6 +263,14 @@ class MLflowSweepCallback(Callback):
         self._finish(aborted="KILLED" if signals.received() else "FAILED")
 
     def _finish(self, aborted: str | None) -> None:
+        try:
+            self._finish_parent(aborted)
+        finally:
+            plotter, self._plotter = self._plotter, None
+            if plotter is not None:  # not asked (aborted, or the summary failed first)
+                plotter.discard()
+
+    def _finish_parent(self, aborted: str | None) -> None:
         if self._parent is None or self._uri is None:
             return
         from evalpipe.reporting import tracking
@@ -459,8 +475,14 @@ class MLflowSweepCallback(Callback):
             (best_metric_names(rows, self._objective) or [self._objective])[0],
             "mrr",
         ]
+        plotter, self._plotter = self._plotter, None
         try:
-            plots = sweep_plots(rows, plot_metrics)
+            plots = None
+            if plotter is not None:
+                with contextlib.suppress(Exception):  # the worker failed: draw them here
+                    plots = plotter.render(rows, plot_metrics)
+            if plots is None:
+                plots = sweep_plots(rows, plot_metrics)
         except Exception as exc:  # a plot must not cost the summary
             print(f"[evalpipe] warning: sweep plots skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
             plots = {}

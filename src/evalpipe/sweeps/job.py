@@ -142,6 +142,14 @@ def job_context(tracker: Any, experiment_id: str) -> JobContext:
     return JobContext(parent, sweep_id, int(num) if num is not None else None, overrides)
 
 
+def reusable(run: Any) -> bool:
+    """Whether a FINISHED run can stand for a point with its config hash.
+
+    A run whose ranker was skipped measured nothing: after installing the backend, run again.
+    A reuse child (evalpipe.sweeps.reuse) stands for another run: reuse that one instead."""
+    return "evalpipe.skipped" not in run.data.tags and "evalpipe.reused_run_id" not in run.data.tags
+
+
 def find_finished(tracker: Any, experiment_id: str, config_hash: str) -> Any | None:
     """The latest FINISHED run with this config hash, if any (sweep resume)."""
     runs = tracker.client.search_runs(
@@ -150,13 +158,4 @@ def find_finished(tracker: Any, experiment_id: str, config_hash: str) -> Any | N
         order_by=["attributes.start_time DESC"],
         max_results=20,
     )
-    # A run whose ranker was skipped measured nothing: after installing the backend, run again.
-    # A reuse child (evalpipe.sweeps.reuse) stands for another run: reuse that one instead.
-    return next(
-        (
-            r
-            for r in runs
-            if "evalpipe.skipped" not in r.data.tags and "evalpipe.reused_run_id" not in r.data.tags
-        ),
-        None,
-    )
+    return next((r for r in runs if reusable(r)), None)

@@ -12,6 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 REUSED_TAG = "evalpipe.reused_run_id"
+#: The code fingerprint a run was measured with (part of its config hash), so a sweep can ask
+#: the store once for every run it could reuse.
+CODE_TAG = "evalpipe.code_fingerprint"
+FIXTURE_TAG = "evalpipe.fixture_sha256"
+#: Above this many candidates the sweep asks per point instead (as before the prefetch).
+PREFETCH_MAX = 2000
 #: Tags not copied from the reused run: its place in another sweep, and the hash that resume
 #: searches (a reuse child must never itself be reused).
 NOT_COPIED = (
@@ -22,6 +28,54 @@ NOT_COPIED = (
     "evalpipe.sweep_id",
     "evalpipe.job_num",
 )
+
+
+_finished: dict[tuple[str, str, str, str], dict[str, Any] | None] = {}
+
+
+def finished_by_hash(tracker: Any, experiment_id: str, fingerprint: str, fixture_sha: str):
+    """{config hash: latest reusable FINISHED run} of this code on this fixture, fetched once per
+    process and store: one query answers every point of a sweep (None: too many to fetch)."""
+    from evalpipe.sweeps.job import HASH_TAG, reusable
+
+    key = (tracker.uri, experiment_id, fingerprint, fixture_sha)
+    if key not in _finished:
+        query = (
+            f"tags.`{CODE_TAG}` = '{fingerprint}' and tags.`{FIXTURE_TAG}` = '{fixture_sha}' "
+            "and attributes.status = 'FINISHED'"
+        )
+        runs: list[Any] = []
+        token = None
+        while True:
+            page = tracker.client.search_runs(
+                [experiment_id],
+                filter_string=query,
+                order_by=["attributes.start_time DESC"],
+                max_results=1000,
+                page_token=token,
+            )
+            runs += list(page)
+            token = page.token
+            if not token or len(runs) >= PREFETCH_MAX:
+                break
+        index: dict[str, Any] = {}
+        for run in runs:  # newest first: the first usable run of a hash is the one to reuse
+            chash = run.data.tags.get(HASH_TAG)
+            if chash and chash not in index and reusable(run):
+                index[chash] = run
+        _finished[key] = None if token else index
+    return _finished[key]
+
+
+def find_reusable(tracker: Any, experiment_id: str, config_hash: str, fingerprint: str, fixture_sha: str):
+    """The run a sweep point can reuse: from the sweep's one query, else (a point this process
+    has not seen measured, e.g. measured since) the point's own query, as `find_finished`."""
+    from evalpipe.sweeps.job import find_finished
+
+    index = finished_by_hash(tracker, experiment_id, fingerprint, fixture_sha)
+    if index is not None and config_hash in index:
+        return index[config_hash]
+    return find_finished(tracker, experiment_id, config_hash)
 
 
 def is_reuse(run: Any) -> bool:

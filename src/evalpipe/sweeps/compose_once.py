@@ -1,0 +1,49 @@
+"""Compose each sweep job's config once, not twice.
+
+Hydra's sweepers check a batch before launching it (`Sweeper.validate_batch_is_legal`
+composes every job's config, so a bad override fails before the first job runs), and the
+launcher then composes each of them again. Composing is most of what a reused sweep point
+costs (about 50-80 ms each here). `install()` keeps the config the check composed and hands
+it to the launcher's request for the same job (same config loader, same overrides), once: the
+launcher then sets the job's id and number on it, as on a fresh one. A launcher that composes
+in another process (joblib, Ray) never asks here, so at most `KEEP` configs are kept.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+#: Validated configs kept for the launcher (a remote launcher never collects them).
+KEEP = 256
+
+_validated: OrderedDict[tuple[int, tuple[str, ...]], Any] = OrderedDict()
+
+
+def install() -> None:
+    """Patch Hydra's sweeper check and config loader (once per process)."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.plugins.sweeper import Sweeper
+
+    if getattr(ConfigLoaderImpl.load_sweep_config, "_evalpipe_compose_once", False):
+        return
+    compose = ConfigLoaderImpl.load_sweep_config
+
+    def load_sweep_config(self: Any, master_config: Any, sweep_overrides: list[str]) -> Any:
+        kept = _validated.pop((id(self), tuple(sweep_overrides)), None)
+        if kept is not None:
+            return kept
+        return compose(self, master_config, sweep_overrides)
+
+    def validate_batch_is_legal(self: Any, batch: Any) -> None:
+        loader = getattr(self, "hydra_context", None)
+        loader = loader.config_loader if loader is not None else self.config_loader
+        for overrides in batch:
+            key = (id(loader), tuple(overrides))
+            _validated[key] = compose(loader, self.config, list(overrides))  # raises as Hydra's does
+            while len(_validated) > KEEP:
+                _validated.popitem(last=False)
+
+    load_sweep_config._evalpipe_compose_once = True  # type: ignore[attr-defined]
+    ConfigLoaderImpl.load_sweep_config = load_sweep_config  # type: ignore[method-assign]
+    Sweeper.validate_batch_is_legal = validate_batch_is_legal  # type: ignore[method-assign]
