@@ -90,6 +90,42 @@ def main() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # Python's exit flush would raise again
         sys.exit(0)
+    except SystemExit as exc:
+        exit_now(exc.code)
+    exit_now(0)
+
+
+def exit_now(code: object) -> None:
+    """End the process with `code` once everything a normal exit does for others is done.
+
+    Everything is finished and saved by now; what a normal interpreter exit still does
+    after that is tear down every module and free the heap (Hydra, numpy, bm25s, the
+    index): 0.15-0.2 s of a 1.8 s gold run, spent on nothing anyone can observe. So this
+    does the observable part of an exit in the interpreter's own order (`threading._shutdown`:
+    thread pools' exit hooks, then non-daemon threads joined; the atexit handlers: upload
+    worker, logging, joblib/Ray shutdowns; stdout/stderr flushed) and then leaves with
+    `os._exit`.
+    """
+    import atexit
+    import contextlib
+    import os
+    import threading
+
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # sys.exit("message"): printed, status 1, as Python does
+        print(code, file=sys.stderr)
+        status = 1
+    shutdown = getattr(threading, "_shutdown", None)  # what the interpreter calls: the threading
+    if shutdown is not None:  # atexit hooks (thread pools), then joins non-daemon threads
+        shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
 
 
 def _main() -> None:
