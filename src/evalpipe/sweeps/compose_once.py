@@ -21,9 +21,14 @@ _validated: OrderedDict[tuple[int, tuple[str, ...]], Any] = OrderedDict()
 
 
 def install() -> None:
-    """Patch Hydra's sweeper check and config loader (once per process)."""
+    """Patch Hydra's sweeper check and config loader (once per process); each config file is
+    parsed once too (`sweeps.config_cache`)."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.plugins.sweeper import Sweeper
+
+    from evalpipe.sweeps import config_cache
+
+    config_cache.install()
 
     if getattr(ConfigLoaderImpl.load_sweep_config, "_evalpipe_compose_once", False):
         return
