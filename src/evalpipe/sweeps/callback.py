@@ -222,6 +222,10 @@ class MLflowSweepCallback(Callback):
         signals.on_interrupt(self._stop_workers)
         if launcher not in IN_PROCESS_LAUNCHERS:  # the jobs inherit the parent run's ID when they start
             self._resolve()
+        elif self._pending is not None:  # once Hydra has composed the first batch (or a job starts)
+            from evalpipe.sweeps import compose_once
+
+            compose_once.after_check(self._resolve)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Before an in-process job: the parent run the worker was creating meanwhile."""
@@ -241,6 +245,9 @@ class MLflowSweepCallback(Callback):
         pending, self._pending = self._pending, None
         if pending is None:
             return
+        from evalpipe.sweeps import compose_once
+
+        compose_once.after_check(None)
         try:
             opened = pending.wait()
         except EvalpipeError as exc:

@@ -12,12 +12,23 @@ in another process (joblib, Ray) never asks here, so at most `KEEP` configs are 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 #: Validated configs kept for the launcher (a remote launcher never collects them).
 KEEP = 256
 
 _validated: OrderedDict[tuple[int, tuple[str, ...]], Any] = OrderedDict()
+#: Called once a batch is composed and checked, before the launcher starts its jobs.
+_after_check: list[Callable[[], None]] = []
+
+
+def after_check(hook: Callable[[], None] | None) -> None:
+    """Run `hook` after each batch is checked, before its jobs start (None: no hook). The sweep
+    callback waits there for the parent run the upload worker was creating meanwhile."""
+    _after_check.clear()
+    if hook is not None:
+        _after_check.append(hook)
 
 
 def install() -> None:
@@ -48,6 +59,8 @@ def install() -> None:
             _validated[key] = compose(loader, self.config, list(overrides))  # raises as Hydra's does
             while len(_validated) > KEEP:
                 _validated.popitem(last=False)
+        for hook in list(_after_check):
+            hook()
 
     load_sweep_config._evalpipe_compose_once = True  # type: ignore[attr-defined]
     ConfigLoaderImpl.load_sweep_config = load_sweep_config  # type: ignore[method-assign]
