@@ -775,3 +775,40 @@ def test_run_together_spellings_count_as_copied(tmp_path, query, overlap, leak):
     assert check.leak_level == leak
     assert ("name leak 'merge_settings'" in check.flags) == (leak == "full")
     assert any(f.startswith("overlap") for f in check.flags) == (overlap >= 0.5)
+
+
+def test_difficulty_summary_follows_the_split_not_just_the_file(tmp_path, monkeypatch):
+    # a dev and a test split share the file's sha256; their summaries must not be shared
+    from dataclasses import replace
+
+    from evalpipe.fixture_check import summary
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(summary, "_MEMO", {})
+    fixture = load_fixture(write_fixture(tmp_path, CASES))
+    concept = [c for c in fixture.cases if c.tier == "concept"]
+    part = replace(fixture, cases=tuple(c for c in fixture.cases if c.tier != "concept" or c is concept[0]))
+    assert difficulty_metrics(fixture)["fixture/concept/cases"] == 6
+    assert difficulty_metrics(part)["fixture/concept/cases"] == 1
+    assert difficulty_metrics(fixture)["fixture/concept/cases"] == 6
+
+
+def test_difficulty_summary_is_kept_on_disk_and_a_bad_file_is_recomputed(tmp_path, monkeypatch):
+    from evalpipe.fixture_check import summary
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(summary, "_MEMO", {})
+    fixture = load_fixture(write_fixture(tmp_path, CASES))
+    first = difficulty_metrics(fixture)
+    (kept,) = (tmp_path / "cache" / "evalpipe" / "difficulty").glob("*.json")
+    assert json.loads(kept.read_text()) == first
+    # a new process (empty memo) reads the file: a planted value proves it is read, not recomputed
+    kept.write_text(json.dumps({**first, "fixture/flagged_share": 0.25}))
+    monkeypatch.setattr(summary, "_MEMO", {})
+    assert difficulty_metrics(fixture)["fixture/flagged_share"] == 0.25
+    # an unreadable file is a miss: recomputed (the hand-worked 5/10) and rewritten
+    kept.write_text("{not json")
+    monkeypatch.setattr(summary, "_MEMO", {})
+    assert difficulty_metrics(fixture)["fixture/flagged_share"] == pytest.approx(5 / 10)
+    assert json.loads(kept.read_text()) == first
+    assert not list(kept.parent.glob(".*.tmp"))

@@ -31,3 +31,20 @@ def test_fallback_estimate_is_seed_rule():
     assert chars_over_four("") == 0
     assert chars_over_four("abcd") == 1
     assert chars_over_four("abcde") == 2
+
+
+def test_encoding_snapshot_is_written_read_and_rebuilt_when_damaged(tmp_path, monkeypatch):
+    from evalpipe.scoring.tokens import load_encoding
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    text = "def merge_settings(a, b): return {**a, **b}  # tiktoken is great!"
+    first = load_encoding("cl100k_base")
+    (snapshot,) = tmp_path.glob("cl100k_base.*.marshal")
+    again = load_encoding("cl100k_base")  # from the snapshot
+    assert again.encode("tiktoken is great!") == [83, 1609, 5963, 374, 2294, 0]
+    assert again.encode(text) == first.encode(text)
+    assert again.n_vocab == first.n_vocab and again.special_tokens_set == first.special_tokens_set
+    snapshot.write_bytes(b"\x00 not marshal")  # damaged: rebuilt from the BPE file, then rewritten
+    rebuilt = load_encoding("cl100k_base")
+    assert rebuilt.encode(text) == first.encode(text)
+    assert snapshot.stat().st_size > 1_000_000

@@ -104,8 +104,10 @@ def _main() -> None:
     from evalpipe.reporting import upload_worker
 
     upload_worker.spawn_early(sys.argv[1:])  # imports MLflow on the other core while this run measures
+    from evalpipe.evaluation import hydra_mode
     from evalpipe.safety import hydra_errors
 
+    hydra_mode.install()  # Hydra composes the config once, not twice
     signals.install()
     try:
         hydra_errors.run(hydra_main, CONF_DIR, sys.argv[1:])

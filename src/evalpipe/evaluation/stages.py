@@ -321,7 +321,6 @@ def record(state: RunState) -> None:
     from evalpipe.fixture_check.summary import difficulty_metrics
     from evalpipe.reporting import tracking
 
-    await_store(state)
     cfg, fixture, ks = state.cfg, state.fixture, state.ks
     results, prepared = state.results, state.prepared
     status = "FINISHED" if state.failure is None else "FAILED"  # skipped (exit 3) or failed (exit 1)
@@ -369,6 +368,7 @@ def record(state: RunState) -> None:
     run_tags[NOTE_TAG] = run_description(
         fixture.label, row, ks, fixture.tier_counts(), params, state.objective, headline
     )
+    await_store(state)  # only now: the worker opens the run while the files above are made
     try:
         state.rec.save(files, metrics, params, run_tags, status, extra)
     except OSError as exc:

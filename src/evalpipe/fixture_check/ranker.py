@@ -32,6 +32,7 @@ CHECKER_BM25: Mapping[str, object] = MappingProxyType(
         "test_prior": "last",
         "module_prior": "off",
         "min_score": None,
+        "cache_dir": None,  # how fast, not what: no token cache written by the checker
     }
 )
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from evalpipe.bm25s_loader import import_bm25s
 from evalpipe.corpus import Corpus, Unit
+from evalpipe.rankers import token_cache
 from evalpipe.rankers.base import BUILD_MEMOS, BatchScoring, CorpusRanker
 from evalpipe.rankers.module_prior import ModulePrior
 from evalpipe.rankers.module_prior import check_mode as module_prior_mode
@@ -69,7 +70,7 @@ class BM25Ranker(BatchScoring, CorpusRanker):
 
     name = "bm25"
     drop_nonpositive = True
-    query_params = ("min_score", "test_prior", "module_prior")
+    query_params = ("min_score", "test_prior", "module_prior", "cache_dir")
 
     def __init__(
         self,
@@ -85,6 +86,7 @@ class BM25Ranker(BatchScoring, CorpusRanker):
         split_compounds: bool = True,
         test_prior: str | bool = "last",
         module_prior: str | bool = "off",
+        cache_dir: str | None = None,
     ):
         if method not in METHODS:
             raise ValueError(f"BM25Ranker: unknown method {method!r}; use one of {', '.join(METHODS)}")
@@ -109,6 +111,7 @@ class BM25Ranker(BatchScoring, CorpusRanker):
         self.split_compounds = bool(split_compounds) and self.tokenizer.code_aware
         self.test_prior = check_mode("BM25Ranker", test_prior)
         self.module_prior = module_prior_mode("BM25Ranker", module_prior)
+        self.cache_dir = cache_dir
         self._bm25: bm25s.BM25 | None = None
         self._vocab: dict[str, int] = {}
         self._stats: dict[str, Any] = {}
@@ -132,18 +135,56 @@ class BM25Ranker(BatchScoring, CorpusRanker):
         if hit is not None:
             _TOKENIZED.move_to_end(key)
             return hit
-        splitter = None
+        disk = self._disk_key(corpus)
+        kept = self._kept(corpus, disk[0]) if disk is not None else None
+        if kept is not None:
+            doc_ids, vocab, splitter = kept
+        else:
+            doc_ids, vocab, splitter, counts = self._tokenize(corpus)
+            if disk is not None:
+                entry = token_cache.TokenizedCorpus(doc_ids, vocab, counts)
+                token_cache.save(self.cache_dir, disk[0], entry, disk[1])
+        _TOKENIZED[key] = (doc_ids, vocab, splitter)
+        while len(_TOKENIZED) > TOKENIZED_CACHE_SIZE:
+            _TOKENIZED.popitem(last=False)
+        return doc_ids, vocab, splitter
+
+    def _tokenize(
+        self, corpus: Corpus
+    ) -> tuple[list[list[int]], dict[str, int], CompoundSplitter | None, Any]:  # noqa: E501
+        """Tokenize every unit (with `split_compounds`, after counting the corpus's word pieces):
+        (term ids per unit, vocabulary, splitter, the piece counts it was built from)."""
+        tok, fields = self.tokenizer, self.fields
+        splitter = counts = None
         if self.split_compounds:
-            splitter = tok.build_splitter(t for u in corpus for t in unit_field_texts(u, self.fields))
+            counts = tok.piece_counts(t for u in corpus for t in unit_field_texts(u, fields))
+            splitter = CompoundSplitter(counts, stopwords=tok.stopwords)
             self.tokenizer = tok.with_splitter(splitter)
         vocab: dict[str, int] = {}
         doc_ids: list[list[int]] = []
         for unit in corpus:
             doc_ids.append([vocab.setdefault(t, len(vocab)) for t in self.tokenize_unit(unit)])
-        _TOKENIZED[key] = (doc_ids, vocab, splitter)
-        while len(_TOKENIZED) > TOKENIZED_CACHE_SIZE:
-            _TOKENIZED.popitem(last=False)
-        return doc_ids, vocab, splitter
+        return doc_ids, vocab, splitter, counts
+
+    def _disk_key(self, corpus: Corpus) -> tuple[str, dict[str, Any]] | None:
+        """(key, what it hashes) of this tokenization in the disk cache; None when it is off."""
+        if not self.cache_dir or not corpus.sha256:
+            return None
+        described = token_cache.describe(
+            type(self).__qualname__, self.tokenizer, self.fields, self.split_compounds, corpus.sha256
+        )
+        return token_cache.cache_key(described), described
+
+    def _kept(self, corpus: Corpus, key: str) -> _Tokenized | None:
+        """The tokenized corpus from the disk cache, or None (a miss)."""
+        entry = token_cache.load(self.cache_dir, key, len(corpus))
+        if entry is None or (self.split_compounds and entry.splitter_counts is None):
+            return None
+        splitter = None
+        if self.split_compounds:
+            splitter = CompoundSplitter(entry.splitter_counts or {}, stopwords=self.tokenizer.stopwords)
+            self.tokenizer = self.tokenizer.with_splitter(splitter)
+        return entry.doc_ids, entry.vocab, splitter
 
     def _build(self, corpus: Corpus) -> None:
         start = time.perf_counter()

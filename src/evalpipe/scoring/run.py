@@ -29,7 +29,7 @@ class Miss:
     query: str
     expected: list[str]
     rank: int
-    top: list[str]
+    top: Sequence[str]  # the case's ranked IDs as the result holds them (a tuple, not copied)
     error: str | None = None
     judged_hit: bool | None = None  # set by the LLM judge (evalpipe.judge); None = not judged
 
@@ -134,7 +134,7 @@ def _score_results(
             r.query,
             [d for d, g in r.qrels.items() if g > 0],
             ranks[i],
-            list(r.ids),
+            r.ids,  # shared, not copied: a list per miss was 100 new references for the collector
             r.error,
         )
         for i, r in ((i, results[i]) for i in np.flatnonzero(answerable & (first_rank != 1)).tolist())
