@@ -24,10 +24,9 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from evalpipe.evaluation.in_process import score_config
 from evalpipe.paths import PROJECT_ROOT
 from evalpipe.reporting.report import markdown_table
-from evalpipe.runner import prepare_ranker, run_cases
-from evalpipe.scoring.run import score_results
 
 HYBRID_VARIANTS = {
     "linear": [],
@@ -67,13 +66,12 @@ def main(argv: list[str] | None = None) -> int:
             if fixture is None:
                 fixture = instantiate(cfg.fixture)
             start = time.perf_counter()
-            prepared = prepare_ranker(instantiate(cfg.ranker), fixture.corpus)
-            if prepared.skipped:
-                print(f"{name}: skipped ({prepared.skipped})", file=sys.stderr)
+            scored = score_config(cfg, fixture, families=["recall", "mrr"], ks=[1, 5, 20])
+            if scored.scores is None:
+                print(f"{name}: skipped ({scored.skipped})", file=sys.stderr)
                 rows.append([name, "skipped", "", "", "", "", ""])
                 continue
-            results = run_cases(prepared.ranker, fixture, max(cfg.ks), lambda text: 0)
-            scores = score_results(results, [1, 5, 20], ["recall", "mrr"], tiers=fixture.tiers)
+            scores = scored.scores
             tiers = [f"{100 * scores.metric('recall_at_5', t):.1f}" for t in fixture.tiers]
             rows.append(
                 [

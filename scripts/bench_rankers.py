@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from evalpipe.evaluation.in_process import score_config
 from evalpipe.paths import PROJECT_ROOT
 from evalpipe.rankers.hybrid import clear_hits_cache
 from evalpipe.reporting.report import ReportRow, markdown_report, markdown_table
-from evalpipe.runner import prepare_ranker, run_cases
-from evalpipe.scoring.run import score_results
 from evalpipe.scoring.tokens import get_token_counter
 
 RANKERS = ["bm25", "bm25f", "exact", "grep", "winnow", "graph", "semantic", "rrf", "hybrid", "code_search"]
@@ -47,13 +45,8 @@ def main(argv: list[str] | None = None) -> int:
             if fixture is None:
                 fixture = instantiate(cfg.fixture)
             clear_hits_cache()  # each ranker's latency is its own, not a memo of an earlier ranker's hits
-            prepared = prepare_ranker(instantiate(cfg.ranker), fixture.corpus)
-            scores, eval_seconds = None, 0.0
-            if not prepared.skipped:
-                start = time.perf_counter()
-                results = run_cases(prepared.ranker, fixture, max(cfg.ks), counter.count)
-                eval_seconds = time.perf_counter() - start
-                scores = score_results(results, list(cfg.ks), list(cfg.metrics), tiers=fixture.tiers)
+            scored = score_config(cfg, fixture, counter.count)
+            prepared, scores, eval_seconds = scored.prepared, scored.scores, scored.search_seconds
             rows.append(ReportRow(name, scores, skipped=prepared.skipped))
             timings.append([name, f"{prepared.build_seconds:.2f}", f"{eval_seconds:.2f}"])
             print(f"{name}: build {prepared.build_seconds:.2f} s, eval {eval_seconds:.2f} s", file=sys.stderr)

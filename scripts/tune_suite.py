@@ -34,9 +34,8 @@ import yaml
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from evalpipe.evaluation.in_process import score_config
 from evalpipe.paths import PROJECT_ROOT
-from evalpipe.runner import prepare_ranker, run_cases
-from evalpipe.scoring.run import score_results
 from evalpipe.scoring.tokens import get_token_counter
 
 TIERS = ("exact", "concept", "multi_hop")
@@ -86,11 +85,10 @@ class Suite:
                     *overrides,
                 ],
             )
-            prepared = prepare_ranker(instantiate(cfg.ranker), fixture.corpus)
-            if prepared.skipped:
-                raise SystemExit(f"{ranker} {' '.join(overrides)}: skipped on {name}: {prepared.skipped}")
-            results = run_cases(prepared.ranker, fixture, max(cfg.ks), self.counter.count)
-            scores = score_results(results, list(cfg.ks), ["recall", "mrr"], tiers=fixture.tiers)
+            scored = score_config(cfg, fixture, self.counter.count, families=["recall", "mrr"])
+            if scored.scores is None:
+                raise SystemExit(f"{ranker} {' '.join(overrides)}: skipped on {name}: {scored.skipped}")
+            scores = scored.scores
             if self.objective not in scores.overall:
                 known = ", ".join(k for k in sorted(scores.overall) if k.startswith(("recall", "mrr")))
                 raise SystemExit(f"unknown --objective {self.objective!r}; known: {known}")
@@ -162,10 +160,16 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     return num / den if den else float("nan")
 
 
+def _rho(rho: float) -> str:
+    return "n/a (all tied)" if rho != rho else f"{rho:+.3f}"
+
+
 def agreement(
     first: Sequence[PointScore], second: Sequence[PointScore], names: Sequence[str], agg: str, a: str, b: str
 ) -> str:
     """Does the order of the compared rankers on one split hold on the other? Spearman per fixture."""
+    if len(first) < 2:
+        return f"### Order of the rankers, {a} vs {b}\n\nneeds two or more rankers to --compare\n"
     lines = [
         f"### Order of the {len(first)} rankers, {a} vs {b}: Spearman's rho\n",
         "| fixture | rho |",
@@ -175,9 +179,9 @@ def agreement(
         rho = spearman(
             [p.per_fixture[name]["all"] for p in first], [p.per_fixture[name]["all"] for p in second]
         )
-        lines.append(f"| {name} | {rho:+.3f} |")
+        lines.append(f"| {name} | {_rho(rho)} |")
     rho = spearman([p.agg(agg) for p in first], [p.agg(agg) for p in second])
-    lines.append(f"| suite {agg} | {rho:+.3f} |")
+    lines.append(f"| suite {agg} | {_rho(rho)} |")
     return "\n".join(lines) + "\n"
 
 

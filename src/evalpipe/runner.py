@@ -190,6 +190,7 @@ def finish_case(
         qrels=dict(case.qrels),
         hits=tuple(kept),
         ids=tuple(ids),
+        expected=case.expected_ids,
         latency_us=int(latency_us),
         tokens=count_tokens(payload) if payload else 0,
         error=error,

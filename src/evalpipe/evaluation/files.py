@@ -54,7 +54,7 @@ def trec_run_text(results: list[CaseResult], tag: str) -> str:
 
 
 def misses_jsonl(scores: RunScores) -> str:
-    return "".join(json.dumps(m.__dict__, ensure_ascii=False) + "\n" for m in scores.misses)
+    return "".join(json.dumps(m._asdict(), ensure_ascii=False) + "\n" for m in scores.misses)
 
 
 def run_files(

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,12 @@ class Case:
 
     @property
     def expected(self) -> list[str]:
-        return [d for d, g in self.qrels.items() if g > 0]
+        return list(self.expected_ids)
+
+    @cached_property
+    def expected_ids(self) -> tuple[str, ...]:
+        """The expected IDs (positive grades) once per case: every result and miss shares them."""
+        return tuple(d for d, g in self.qrels.items() if g > 0)
 
     @property
     def has_rag_labels(self) -> bool:

@@ -316,7 +316,7 @@ def _judge(judge, results, scores, units, count_tokens, tiers) -> JudgeOutcome:
     misses = []
     for m in scores.misses:
         i, r = by_case[m.case_id]
-        misses.append(replace(m, judged_hit=_judged_hit(m, r, int(judged.first_rank[i]), depth, verdicts)))
+        misses.append(m._replace(judged_hit=_judged_hit(m, r, int(judged.first_rank[i]), depth, verdicts)))
     cal = None
     if s.calibrate:
         cal = agreement(

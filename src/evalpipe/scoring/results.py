@@ -39,10 +39,16 @@ class CaseResult:
     # The hits' IDs in rank order. The runner has them in hand when it drops repeats, so it
     # passes them; scoring then reads IDs without touching a Hit per rank (filled if not given).
     ids: tuple[str, ...] = ()
+    # The expected IDs (qrels with a positive grade) in qrels order. The runner passes the
+    # case's own tuple, made once per case, so a miss refers to it instead of building a
+    # list per miss while the run is scored (filled here if not given).
+    expected: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.ids) != len(self.hits):
             object.__setattr__(self, "ids", tuple(map(_HIT_ID, self.hits)))
+        if not self.expected and self.qrels:
+            object.__setattr__(self, "expected", tuple(d for d, g in self.qrels.items() if g > 0))
 
     @property
     def ranked_ids(self) -> list[str]:

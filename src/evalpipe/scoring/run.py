@@ -7,9 +7,12 @@ same names reach the terminal, the Markdown report and MLflow.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import compress, repeat
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -18,16 +21,23 @@ from evalpipe.scoring import metrics, rag
 from evalpipe.scoring.results import CaseResult
 
 DEFAULT_FAMILIES = ("recall", "mrr", "ndcg", "map", "precision", "frac_recall")
+_COLUMN_NAMES = ("ids", "qrels", "tier", "latency_us", "latency_timed", "tokens", "error")
+_COLUMNS = attrgetter(*_COLUMN_NAMES)
 
 
-@dataclass(frozen=True)
-class Miss:
-    """A case whose first hit is not at rank 1 (rank 0 = no expected ID in the top K)."""
+class Miss(NamedTuple):
+    """A case whose first hit is not at rank 1 (rank 0 = no expected ID in the top K).
+
+    A named tuple, not a frozen dataclass: a large run has one per case (98% of 100k
+    synthetic cases), and a dataclass instance with its `__dict__` cost three times as
+    much to make and twice as much for the collector to walk, a third of what scoring
+    added to the metrics. Immutable all the same (`_replace` makes a changed copy).
+    """
 
     case_id: str
     tier: str
     query: str
-    expected: list[str]
+    expected: Sequence[str]  # the case's expected-ID tuple (shared, not copied)
     rank: int
     top: Sequence[str]  # the case's ranked IDs as the result holds them (a tuple, not copied)
     error: str | None = None
@@ -75,12 +85,12 @@ def _rag_scores(results: Sequence[CaseResult], units: Mapping[str, Any] | None):
     return (rag.aggregate_rag(scored) if scored else {}), tuple(per_case)
 
 
-def _rows_by_tier(results: Sequence[CaseResult], tier_names: Sequence[str]) -> dict[str, np.ndarray]:
-    """Row indices of each tier in `tier_names` (in result order), found in one pass over the cases
-    so that scoring stays linear however many tiers there are."""
+def _rows_by_tier(tier_col: Sequence[str], tier_names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Row indices of each tier in `tier_names` (in result order), found in one pass over the cases'
+    tiers so that scoring stays linear however many tiers there are."""
     tier_names = list(dict.fromkeys(tier_names))
     code = {t: i for i, t in enumerate(tier_names)}
-    codes = np.fromiter((code.get(r.tier, -1) for r in results), dtype=np.int64, count=len(results))
+    codes = np.fromiter(map(code.get, tier_col, repeat(-1)), dtype=np.int64, count=len(tier_col))
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(tier_names) + 1))
     return {t: order[bounds[i] : bounds[i + 1]] for i, t in enumerate(tier_names)}
@@ -107,8 +117,12 @@ def _score_results(
 ) -> RunScores:
     ks = tuple(sorted(set(int(k) for k in ks)))
     depth = max(ks)
-    ranked = [r.ids for r in results]  # carried by each result: no Hit is touched here
-    qrels = [r.qrels for r in results]
+    n = len(results)
+    # One C-level pass gives every column scoring reads (no Hit is touched: the IDs are
+    # carried by each result); the per-case Python loops below used to cost a third as
+    # much again as the metrics themselves at 100k cases.
+    cols = tuple(zip(*map(_COLUMNS, results), strict=True)) if n else ((),) * len(_COLUMN_NAMES)
+    ranked, qrels, tier_col, latency, timed_flags, tokens, errors_col = cols
     rel = metrics.relevance_matrix(ranked, qrels, depth)
     per_case = metrics.evaluate_matrix(rel, ks, list(families))
     first_rank = metrics.first_hit_rank(rel)
@@ -116,36 +130,37 @@ def _score_results(
     # Ranking metrics average over judged cases (at least one expected/qrels entry), the
     # queries trec_eval evaluates; unanswerable cases (no expected IDs) are judged by the
     # RAG measures instead (did the ranker correctly return nothing?).
-    answerable = np.array([len(r.qrels) > 0 for r in results], dtype=bool)
+    answerable = np.fromiter(map(len, qrels), dtype=np.int64, count=n) > 0
     overall = dict(metrics.aggregate(per_case, answerable))
-    tier_names = list(tiers) if tiers is not None else list(dict.fromkeys(r.tier for r in results))
+    tier_names = list(tiers) if tiers is not None else list(dict.fromkeys(tier_col))
     per_tier = {}
-    for tier, rows in _rows_by_tier(results, tier_names).items():
+    for tier, rows in _rows_by_tier(tier_col, tier_names).items():
         scored = rows[answerable[rows]]
         figures = dict(metrics.aggregate({k: v[scored] for k, v in per_case.items()})) if scored.size else {}
         figures["cases"] = float(rows.size)
         per_tier[tier] = figures
 
     ranks = first_rank.tolist()
+    missed = np.flatnonzero(answerable & (first_rank != 1)).tolist()
     misses = tuple(
         Miss(
             r.case_id,
             r.tier,
             r.query,
-            [d for d, g in r.qrels.items() if g > 0],
+            r.expected,
             ranks[i],
             r.ids,  # shared, not copied: a list per miss was 100 new references for the collector
             r.error,
         )
-        for i, r in ((i, results[i]) for i in np.flatnonzero(answerable & (first_rank != 1)).tolist())
+        for i, r in zip(missed, map(results.__getitem__, missed), strict=True)
     )
     # Percentiles over the cases timed one by one; a batched run's other cases only carry a share.
-    timed = [r.latency_us for r in results if r.latency_timed]
+    timed = list(compress(latency, timed_flags))
     lat = metrics.latency_percentiles(np.array(timed, dtype=np.int64))
-    n = len(results)
-    errors = sum(r.error is not None for r in results)
-    empty = sum(r.empty for r in results)
-    mean_tokens = float(np.mean([r.tokens for r in results])) if n else 0.0
+    no_error = [e is None for e in errors_col]
+    errors = n - sum(no_error)
+    empty = sum(compress(map(operator.not_, ranked), no_error))
+    mean_tokens = float(np.fromiter(tokens, dtype=np.float64, count=n).mean()) if n else 0.0
     overall.update(
         {
             "cases": float(n),
