@@ -54,14 +54,15 @@ def test_each_job_composed_once_and_a_reused_sweep_asks_the_store_once(tmp_path)
     fx = write_tiny(tmp_path)
     uri = f"sqlite:///{tmp_path / 'ml' / 'mlflow.db'}"
     first, counts = _sweep(tmp_path, fx, uri, tmp_path / "m1")
-    # Hydra composes the command's config twice (its mode, then the run) and each job once:
-    # 2 + 3, where the sweeper's check and the launcher composed each job separately (2 + 6).
-    assert counts["compose"] == 5, counts
+    # Hydra composes the command's config once (its mode is read without composing:
+    # evaluation.hydra_mode) and each job once: 1 + 3, where the sweeper's check and the
+    # launcher composed each job separately (1 + 6).
+    assert counts["compose"] == 4, counts
     assert counts["prefetch"] == 1 and counts["per_point"] == 3, counts  # nothing to reuse yet
     assert "reused" not in first.stdout
 
     again, counts = _sweep(tmp_path, fx, uri, tmp_path / "m2")
-    assert counts["compose"] == 5, counts
+    assert counts["compose"] == 4, counts
     assert counts["prefetch"] == 1 and counts["per_point"] == 0, counts  # one query for the sweep
     assert again.stdout.count("reused") >= 3
     children = [r for r in all_runs(uri) if r.data.tags.get("evalpipe.role") == "child"]

@@ -112,6 +112,10 @@ def open_store(state: RunState) -> None:
         worker.discard()
     if state.offline:
         return
+    from evalpipe.sweeps import store as sweep_store
+
+    if sweep_store.serves(cfg):  # a point of an in-process sweep: the sweep's worker asks (`reuse`)
+        return
     _open_here(state)
 
 
@@ -149,6 +153,13 @@ def reuse(state: RunState) -> float | None:
     fixture = state.fixture
     state.chash = config_hash(state.checked.resolved, fixture.sha256, tracking.code_fingerprint())
     state.job = sweep.job_context(state.tracker, state.experiment_id)
+    from evalpipe.sweeps import store as sweep_store
+
+    if state.tracker is None and state.worker is None and sweep_store.serves(state.cfg):
+        reused = sweep_store.reuse_point(state) if state.job.sweep_id else None
+        if reused is None:  # measured: with the store opened in this process, as before
+            _open_here(state)
+        return reused
     if state.tracker is None or not state.job.sweep_id or state.cfg.get("force"):
         return None
     from evalpipe.sweeps.reuse import find_reusable, reuse_point

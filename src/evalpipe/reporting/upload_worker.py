@@ -12,6 +12,10 @@ builds the index and runs the cases. The parent then only sends requests over a 
     files  -> extra artifacts (the plots), from a directory the parent wrote
     finish -> the upload marker and the saved status and end time
     abandon-> end the run FAILED or KILLED
+    sweep  -> a sweep's store operation (`sweeps.store`: its parent run, reused points, summary)
+
+A sweep (`-m`) starts the worker too (`wanted_sweep`): its parent process then asks the worker
+for every store operation instead of importing MLflow itself (`sweeps.store.WorkerStore`).
 
 Replies come back in order, one JSON line each. What stays true with the worker:
 
@@ -42,6 +46,7 @@ ENV = "EVALPIPE_UPLOAD_WORKER"
 NO_RUN_FLAGS = frozenset(
     {"-m", "--multirun", "-h", "--help", "--hydra-help", "-c", "--cfg", "--info", "--shell-completion"}
 )
+MULTIRUN_FLAGS = frozenset({"-m", "--multirun"})
 #: `evalpipe <command>`s that are not runs (dispatched before Hydra).
 SUBCOMMANDS = frozenset({"compare", "check-fixture", "merge-judgements", "sync", "gate", "baseline"})
 _OFFLINE = ("tracking.offline=true", "tracking.offline=True", "+tracking.offline=true")
@@ -63,11 +68,25 @@ class WorkerError(Exception):
 
 def wanted(argv: Sequence[str]) -> bool:
     """Whether this command line is a single run that may upload (so a worker can help)."""
-    if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+    if _disabled():
         return False
     if argv and argv[0] in SUBCOMMANDS:
         return False
     return not any(a in NO_RUN_FLAGS or a in _OFFLINE or a.startswith("--cfg") for a in argv)
+
+
+def _disabled() -> bool:
+    return os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def wanted_sweep(argv: Sequence[str]) -> bool:
+    """Whether this command line is a sweep with a store (its parent's store work can go here)."""
+    if _disabled() or (argv and argv[0] in SUBCOMMANDS) or not any(a in MULTIRUN_FLAGS for a in argv):
+        return False
+    return not any(
+        (a in NO_RUN_FLAGS and a not in MULTIRUN_FLAGS) or a in _OFFLINE or a.startswith("--cfg")
+        for a in argv
+    )
 
 
 class UploadWorker:
@@ -132,6 +151,13 @@ class UploadWorker:
             self._read += 1
             self._replies[self._read] = json.loads(line)
 
+    def answered(self, number: int) -> bool:
+        """Whether the reply to request `number` has come (without waiting for it)."""
+        if number not in self._replies and not self.gone:
+            with contextlib.suppress(WorkerGone):
+                self._drain(0.0)
+        return number in self._replies
+
     def reply(self, number: int) -> dict[str, Any]:
         """The reply to request `number` (blocking); WorkerError if it failed."""
         while number not in self._replies:
@@ -163,9 +189,10 @@ class UploadWorker:
 
 
 def spawn_early(argv: Sequence[str]) -> None:
-    """Start the worker at the very start of `python -m evalpipe` when the command is a single run."""
+    """Start the worker at the very start of `python -m evalpipe` when the command is a single run
+    or a sweep."""
     global _early
-    if _early is not None or not wanted(argv):
+    if _early is not None or not (wanted(argv) or wanted_sweep(argv)):
         return
     try:
         _early = UploadWorker.spawn()
@@ -213,6 +240,7 @@ def _warm() -> None:
     from mlflow.tracking import MlflowClient  # noqa: F401
 
     from evalpipe.reporting import datasets, links, sync, tracking  # noqa: F401
+    from evalpipe.sweeps import reuse, store, summary  # noqa: F401  (a sweep's requests)
 
     with contextlib.suppress(Exception):  # the default store: SQLite through SQLAlchemy
         import sqlalchemy.orm
@@ -232,6 +260,7 @@ class _Serve:
         self.open_runs: set[str] = set()
         #: runs one of whose upload steps failed: later steps must not mark them complete
         self.failed_runs: set[str] = set()
+        self.sweep_store: Any = None  # sweeps.store.LocalStore on `tracker`, for `sweep` requests
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -278,6 +307,10 @@ class _Serve:
             finish_upload(self.tracker, req["run_id"], load_run(Path(req["dir"])))
             self.open_runs.discard(req["run_id"])
             return {}
+        if op == "sweep":
+            from evalpipe.sweeps.store import serve
+
+            return serve(self, req)
         if op == "abandon":
             run_id = req["run_id"]
             client.set_terminated(run_id, status=req.get("status") or "FAILED")

@@ -29,7 +29,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from evalpipe.sweeps.job import PARENT_ENV, ROLE_TAG, SWEEP_ENV, SWEEP_TAG, SWEPT_ENV
+from evalpipe.sweeps.job import PARENT_ENV, ROLE_TAG, SWEEP_ENV, SWEEP_FILE, SWEEP_TAG, SWEPT_ENV
+from evalpipe.sweeps.store import ORPHAN_REASON, ORPHAN_TAG, Opened, WorkerStore, set_point_store  # noqa: F401
 
 URI_ENV = "MLFLOW_TRACKING_URI"
 ENV_KEYS = (PARENT_ENV, SWEEP_ENV, SWEPT_ENV, URI_ENV)
@@ -37,11 +38,11 @@ WORKER_GRACE_S = 15.0
 #: Launchers that cancel their own jobs on SIGINT/SIGTERM (hydra_plugins.evalpipe_ray_launcher):
 #: the driver's child processes are then the local Ray instance's daemons, not job workers.
 SELF_CANCELLING_LAUNCHERS = ("RayLauncher",)
-#: Why a child still RUNNING when its sweep ends was ended FAILED (tag on that run).
-ORPHAN_TAG = "evalpipe.failure"
-ORPHAN_REASON = (
-    "its worker process ended before the run did (killed or crashed); run the sweep again to measure it"
-)
+#: Launchers that run the jobs in this process: the parent run may still be on its way from the
+#: upload worker when the sweep starts (it is waited for before the first job, `on_job_start`).
+IN_PROCESS_LAUNCHERS = ("BasicLauncher",)
+#: Sweepers that read the jobs' `reused_run.json` only once the sweep has ended.
+LATE_READING_SWEEPERS = ("BasicSweeper",)
 ABORT_NOTE = "The sweep stopped early (a job failed or was interrupted); points not listed did not run."
 
 
@@ -102,6 +103,10 @@ class MLflowSweepCallback(Callback):
         self._holdout: Any = None
         self._launcher = ""
         self._plotter: Any = None  # reporting.plot_worker.PlotWorker, importing matplotlib meanwhile
+        self._store: Any = None  # sweeps.store.LocalStore or WorkerStore
+        self._pending: Any = None  # sweeps.store.Pending: the parent run, being created by the worker
+        self._experiment = ""
+        self._sweeper = ""
 
     # Hydra pickles the callbacks with the job context for joblib/Ray workers: ship an inert copy.
     def __getstate__(self) -> dict[str, Any]:
@@ -130,10 +135,6 @@ class MLflowSweepCallback(Callback):
         from evalpipe.sweeps.summary import swept_keys
 
         compose_once.install()  # each job's config composed once (the check's copy goes to the launcher)
-        from evalpipe.reporting.plot_worker import PlotWorker
-
-        self._plotter = PlotWorker.start()  # the summary's plots, drawn by a warm child at the end
-
         try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
             check_sweep(config, swept_keys(*_sweeper_spec(config)))
         except EvalpipeError as exc:
@@ -141,14 +142,20 @@ class MLflowSweepCallback(Callback):
 
             print(f"evalpipe: error: {mask_text(str(exc))}", file=sys.stderr)
             raise SystemExit(2) from None
+        from evalpipe.reporting import upload_worker
+
+        worker = upload_worker.take()  # started by `python -m evalpipe -m`; not for the jobs
+        if worker is not None and ("mlflow" in sys.modules or config.tracking.get("offline")):
+            worker.discard()  # MLflow is here already (nothing to gain), or there is no store
+            worker = None
         if config.tracking.get("offline"):  # jobs save locally; `evalpipe sync <sweep dir>` uploads them
             print("[evalpipe] offline sweep: no parent run; each job saves its run locally", file=sys.stderr)
             return
         from evalpipe.app import experiment_name
         from evalpipe.reporting import tracking
-        from evalpipe.safety.errors import EvalpipeError
-        from evalpipe.sweeps.job import SWEEP_FILE, sweep_id_for
-        from evalpipe.sweeps.summary import swept_keys
+        from evalpipe.reporting.links import prepare_experiment
+        from evalpipe.sweeps.job import sweep_id_for
+        from evalpipe.sweeps.store import LocalStore
 
         # Resolving now also pins ${now:...} in the sweep dir: Hydra copies this config's
         # resolver cache into every job, so parent and jobs agree on the dir and its sweep ID.
@@ -164,18 +171,11 @@ class MLflowSweepCallback(Callback):
         task = [mask_override(item) for item in task]
         self._keys = swept_keys(spec, task)
         experiment = experiment_name(config)
-        try:
-            tracker, experiment_id = tracking.open_experiment(str(config.tracking.uri), experiment)
-        except EvalpipeError as exc:
-            print(f"evalpipe: error: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
-        from evalpipe.reporting.links import prepare_experiment
-
-        prepare_experiment(tracker.client, experiment_id, list(config.ks), self._objective)
-        self._experiment_id = experiment_id
+        self._experiment = experiment
         sweeper = str(config.hydra.sweeper.get("_target_", "")).rsplit(".", 1)[-1]
         launcher = str(config.hydra.launcher.get("_target_", "")).rsplit(".", 1)[-1]
         self._launcher = launcher
+        self._sweeper = sweeper
         name = _sweep_name(config)
         tags = {
             ROLE_TAG: "parent",
@@ -186,11 +186,6 @@ class MLflowSweepCallback(Callback):
             "evalpipe.objective": self._objective,
             "evalpipe.swept_keys": ",".join(self._keys),
         }
-        run = tracker.client.create_run(
-            experiment_id, run_name=f"{name or 'sweep'} {self._sweep_id}", tags=tags
-        )
-        self._parent = run.info.run_id
-        self._uri = tracker.uri
         params = {f"sweep.{_param_key(k)}": v for k, v in spec.items()}
         for item in task:
             key, _, value = item.partition("=")
@@ -200,15 +195,86 @@ class MLflowSweepCallback(Callback):
             if config.hydra.sweeper.get(key) is not None:
                 params[f"sweeper.{key}"] = str(config.hydra.sweeper.get(key))
         params["objective"] = self._objective
-        tracking.log_batch(tracker, self._parent, params=params)
-
+        run_name = f"{name or 'sweep'} {self._sweep_id}"
+        ks = [int(k) for k in config.ks]
+        try:
+            if worker is not None:  # the warm worker opens the store while Hydra composes the jobs
+                uri = tracking.check_store(str(config.tracking.uri))  # exit 2 now, as before
+                self._store = WorkerStore(worker, uri)
+                self._pending = self._store.begin(experiment, ks, self._objective, run_name, tags, params)
+            else:
+                self._start_plotter()
+                tracker, experiment_id = tracking.open_experiment(str(config.tracking.uri), experiment)
+                prepare_experiment(tracker.client, experiment_id, ks, self._objective)
+                self._store = LocalStore(tracker)
+                self._store._experiments[experiment] = experiment_id
+                self._opened(
+                    Opened(experiment_id, self._store.create_parent(experiment_id, run_name, tags, params))
+                )
+        except EvalpipeError as exc:
+            print(f"evalpipe: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         self._started = time.time()
         self._config = config
+        atexit.register(self._on_abort)
+        from evalpipe.safety import signals
+
+        signals.on_interrupt(self._stop_workers)
+        if launcher not in IN_PROCESS_LAUNCHERS:  # the jobs inherit the parent run's ID when they start
+            self._resolve()
+        elif self._pending is not None:  # once Hydra has composed the first batch (or a job starts)
+            from evalpipe.sweeps import compose_once
+
+            compose_once.after_check(self._resolve)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Before an in-process job: the parent run the worker was creating meanwhile."""
+        if self._pending is not None:
+            self._resolve()
+
+    def on_job_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """After an in-process job: the sweepers that read a job's `reused_run.json` as it ends
+        (Optuna's) get its reuse child's ID; Hydra's basic sweeper reads them at the end."""
+        if isinstance(self._store, WorkerStore) and self._sweeper not in LATE_READING_SWEEPERS:
+            self._store.flush()
+
+    def _resolve(self) -> None:
+        """Wait for the parent run; a store the worker could not open is exit 2, as before."""
+        from evalpipe.safety.errors import EvalpipeError
+
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        from evalpipe.sweeps import compose_once
+
+        compose_once.after_check(None)
+        try:
+            opened = pending.wait()
+        except EvalpipeError as exc:
+            print(f"evalpipe: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        self._opened(opened)
+
+    def _start_plotter(self) -> None:
+        """The summary's plots are drawn by a warm child at the end: it imports matplotlib meanwhile
+        (after the upload worker has imported MLflow, so that the two do not share the second core)."""
+        from evalpipe.reporting.plot_worker import PlotWorker
+
+        if self._plotter is None:
+            self._plotter = PlotWorker.start()
+
+    def _opened(self, opened: Opened) -> None:
+        """The parent run exists: tell the jobs (environment, sweep file) and the user."""
+        assert self._store is not None
+        self._start_plotter()
+        self._parent = opened.parent_run_id
+        self._experiment_id = opened.experiment_id
+        self._uri = self._store.uri
         new_env = {
             PARENT_ENV: self._parent,
             SWEEP_ENV: self._sweep_id,
             SWEPT_ENV: ",".join(self._keys),
-            URI_ENV: tracker.uri,
+            URI_ENV: self._store.uri,
         }
         os.makedirs(self._sweep_dir, exist_ok=True)
         with open(os.path.join(self._sweep_dir, SWEEP_FILE), "w", encoding="utf-8") as fh:
@@ -217,12 +283,11 @@ class MLflowSweepCallback(Callback):
             )
         self._saved_env = {k: os.environ.get(k) for k in new_env}
         os.environ.update(new_env)
-        atexit.register(self._on_abort)
-        from evalpipe.safety import signals
-
-        signals.on_interrupt(self._stop_workers)
+        if isinstance(self._store, WorkerStore):
+            set_point_store(self._store)
         print(
-            f"[evalpipe] sweep {self._sweep_id}: parent run {self._parent} in experiment {experiment!r}",
+            f"[evalpipe] sweep {self._sweep_id}: parent run {self._parent} "
+            f"in experiment {self._experiment!r}",
             file=sys.stderr,
         )
 
@@ -244,7 +309,10 @@ class MLflowSweepCallback(Callback):
 
         if self._launcher in SELF_CANCELLING_LAUNCHERS:  # its children are Ray's own daemons
             return
-        children = [p for p in signals.child_pids() if "resource_tracker" not in _cmdline(p)]
+        own = {getattr(getattr(getattr(self._store, "worker", None), "proc", None), "pid", None)}
+        children = [  # the upload worker is not a job's: it ends the sweep's runs when told to
+            p for p in signals.child_pids() if "resource_tracker" not in _cmdline(p) and p not in own
+        ]
         if not children:
             return
         signals.forward(signum, children)
@@ -271,22 +339,24 @@ class MLflowSweepCallback(Callback):
                 plotter.discard()
 
     def _finish_parent(self, aborted: str | None) -> None:
+        if self._pending is not None:  # stopped before the first job: the parent run is on its way
+            try:
+                self._resolve()
+            except SystemExit:
+                return
         if self._parent is None or self._uri is None:
             return
-        from evalpipe.reporting import tracking
-
-        parent, uri = self._parent, self._uri
+        set_point_store(None)
+        parent, store = self._parent, self._store
         self._parent = None
         status = aborted or "FINISHED"
-        tracker = None
         try:
-            tracker = tracking.ensure_store(uri)
             if aborted:  # what interrupted workers saved goes up before their runs are ended
-                self._upload_saved_points(tracker)
+                self._upload_saved_points(store)
             # A child still RUNNING now lost its worker (a Ray worker or node killed mid-point): the
             # sweep itself went on, so this is not only for aborts.
-            self._end_orphans(tracker, parent, aborted or "FAILED")
-            failed = self._write_summary(tracker, parent, aborted)
+            store.end_orphans(parent, aborted or "FAILED")
+            failed = self._write_summary(store, parent, aborted)
             if failed and status == "FINISHED":
                 status = "FAILED"
         except Exception as exc:  # the summary is a convenience: never leave the parent RUNNING for it
@@ -296,11 +366,9 @@ class MLflowSweepCallback(Callback):
             status = aborted or "FAILED"
         finally:
             try:
-                if tracker is None:
-                    tracker = tracking.ensure_store(uri)
-                tracker.client.set_terminated(parent, status=status)
+                store.end_run(parent, status)
             except Exception as exc:  # the store went away (a server stopped mid-sweep): one line
-                tracker = None
+                store = None
                 print(
                     f"[evalpipe] warning: parent run {parent} could not be ended {status} "
                     f"({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''})",
@@ -314,10 +382,10 @@ class MLflowSweepCallback(Callback):
                         os.environ[key] = value
                 self._saved_env = {}
         print(f"[evalpipe] sweep {self._sweep_id}: parent run {parent} {status}", file=sys.stderr)
-        if self._rows and tracker is not None:
-            self._print_summary(tracker, parent, status)
+        if self._rows and store is not None:
+            self._print_summary(store, parent, status)
 
-    def _print_summary(self, tracker: Any, parent: str, status: str) -> None:
+    def _print_summary(self, store: Any, parent: str, status: str) -> None:
         """The top points by the objective, the best point, and where the summary and parent run are."""
         from pathlib import Path
 
@@ -352,35 +420,14 @@ class MLflowSweepCallback(Callback):
         if summary.is_file():
             console.print(f"summary:    {escape(str(summary))}", highlight=False)
         console.print(f"parent run: {parent} ({status})", highlight=False)
-        for line in ui_lines(tracker.uri, self._experiment_id, parent, tracker.ui_command):
+        for line in ui_lines(store.uri, self._experiment_id, parent, store.ui_command):
             console.print(escape(line), highlight=False, soft_wrap=True)
 
-    def _upload_saved_points(self, tracker: Any) -> None:
+    def _upload_saved_points(self, store: Any) -> None:
         """After an aborted sweep: points their workers saved but could not upload before being
         torn down go up now, into their own runs, as `evalpipe sync` would; what cannot is named
         in one line with the sync command."""
-        from pathlib import Path
-
-        from evalpipe.reporting.local import find_saved_runs, load_run, update_info
-        from evalpipe.reporting.sync import finish_upload, upload_saved
-        from evalpipe.safety.secrets import mask_text
-
-        left = 0
-        for directory in find_saved_runs([Path(self._sweep_dir)]):
-            try:
-                saved = load_run(directory)
-            except Exception:
-                left += 1
-                continue
-            run_id = saved.info.get("run_id")
-            if saved.info.get("upload") == "complete" or not run_id:
-                continue
-            try:
-                upload_saved(tracker, run_id, saved)
-                finish_upload(tracker, run_id, saved)
-                update_info(directory, upload="complete", uploads={mask_text(tracker.uri): run_id})
-            except Exception:
-                left += 1
+        left = store.upload_saved_points(self._sweep_dir)
         if left:
             print(
                 f"evalpipe: {left} interrupted point(s) are saved in {self._sweep_dir} but not in the store: "
@@ -394,38 +441,23 @@ class MLflowSweepCallback(Callback):
         split = str((fixture or {}).get("split") or "all")
         return "" if split == "all" else f" on fixture.split={split}"
 
-    @staticmethod
-    def _end_orphans(tracker: Any, parent: str, status: str) -> None:
-        """Children still RUNNING when the sweep ends (their worker was killed before it could
-        save) end with the sweep's status (FAILED when the sweep itself finished), tagged why."""
-        experiment_id = tracker.client.get_run(parent).info.experiment_id
-        runs = tracker.client.search_runs(
-            [experiment_id],
-            filter_string=f"tags.`mlflow.parentRunId` = '{parent}' and attributes.status = 'RUNNING'",
-        )
-        for run in runs:
-            tracker.client.set_tag(run.info.run_id, ORPHAN_TAG, ORPHAN_REASON)
-            tracker.client.set_terminated(run.info.run_id, status=status)
-
-    def _write_summary(self, tracker: Any, parent: str, aborted: str | None = None) -> int:
+    def _write_summary(self, store: Any, parent: str, aborted: str | None = None) -> int:
         """Log summary.md, summary.csv, plots and best/<metric>; return the number of failed points."""
         from pathlib import Path
 
-        from evalpipe.reporting import tracking
         from evalpipe.reporting.headline import NOTE_TAG, clip
         from evalpipe.reporting.plots import sweep_plots
         from evalpipe.safety.secrets import mask_lines
         from evalpipe.sweeps.summary import (
             best_metric_names,
             best_points,
-            collect_rows,
             summary_csv,
             summary_markdown,
             sweep_description,
         )
 
         # 1 s slack: file mtimes can be coarser than time.time().
-        rows = collect_rows(tracker.client, parent, self._sweep_dir, self._keys, since=self._started - 1.0)
+        rows = store.collect_rows(parent, self._sweep_dir, self._keys, since=self._started - 1.0)
         self._rows = rows
         best = best_points(rows, best_metric_names(rows, self._objective))
         failed = sum(r.status == "FAILED" for r in rows)
@@ -438,7 +470,7 @@ class MLflowSweepCallback(Callback):
             }
         )
         tags = {f"best/{name}.run_id": row.run_id for name, row in best.items()}
-        held = self._run_holdout(tracker, parent, rows) if aborted is None else None
+        held = self._run_holdout(store, parent, rows) if aborted is None else None
         description = sweep_description(rows, self._keys, self._objective, self._sweep_id)
         if held is not None:
             from evalpipe.sweeps import holdout
@@ -447,7 +479,7 @@ class MLflowSweepCallback(Callback):
             tags.update(holdout.tags(held))
             description = "\n".join(holdout.markdown(held)) + "\n" + description
         tags[NOTE_TAG] = clip(description)
-        tracking.log_batch(tracker, parent, metrics=metrics, tags=tags)
+        store.log(parent, metrics=metrics, tags=tags)
         name = _sweep_name(self._config) if self._config is not None else ""
         files: dict[str, str | bytes] = {
             "summary.md": summary_markdown(
@@ -470,7 +502,7 @@ class MLflowSweepCallback(Callback):
             if path.is_file():
                 files[extra] = path.read_text(encoding="utf-8")
         files = {k: mask_lines(v) if isinstance(v, str) else v for k, v in files.items()}
-        tracking.log_artifact_files(tracker, parent, files)
+        store.log(parent, files=files)
         plot_metrics = self.plot_metrics or [
             (best_metric_names(rows, self._objective) or [self._objective])[0],
             "mrr",
@@ -487,7 +519,7 @@ class MLflowSweepCallback(Callback):
             print(f"[evalpipe] warning: sweep plots skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
             plots = {}
         if plots:
-            tracking.log_artifact_files(tracker, parent, plots, subdir="plots")
+            store.log(parent, files=plots, subdir="plots")
         out = Path(self._sweep_dir)
         if out.is_dir():  # a local copy beside Hydra's multirun.yaml
             for fname in ("summary.md", "summary.csv", "holdout.csv"):
@@ -495,7 +527,7 @@ class MLflowSweepCallback(Callback):
                     (out / fname).write_text(str(files[fname]), encoding="utf-8")
         return failed
 
-    def _run_holdout(self, tracker: Any, parent: str, rows: list[Any]) -> Any:
+    def _run_holdout(self, store: Any, parent: str, rows: list[Any]) -> Any:
         """On a dev-split sweep: the best and the reference point re-run on the test split."""
         from evalpipe.sweeps import holdout
         from evalpipe.sweeps.job import link_env
@@ -509,6 +541,7 @@ class MLflowSweepCallback(Callback):
         task += hydra_overrides([str(x) for x in OmegaConf.to_container(config.hydra.overrides.hydra)])
         link = link_env(parent, holdout.HOLDOUT_ROLE, self._sweep_id)
         try:
+            tracker = store.local().tracker if hasattr(store, "local") else store.tracker
             held = holdout.run_holdout(
                 tracker.client,
                 rows,

@@ -12,18 +12,34 @@ in another process (joblib, Ray) never asks here, so at most `KEEP` configs are 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 #: Validated configs kept for the launcher (a remote launcher never collects them).
 KEEP = 256
 
 _validated: OrderedDict[tuple[int, tuple[str, ...]], Any] = OrderedDict()
+#: Called once a batch is composed and checked, before the launcher starts its jobs.
+_after_check: list[Callable[[], None]] = []
+
+
+def after_check(hook: Callable[[], None] | None) -> None:
+    """Run `hook` after each batch is checked, before its jobs start (None: no hook). The sweep
+    callback waits there for the parent run the upload worker was creating meanwhile."""
+    _after_check.clear()
+    if hook is not None:
+        _after_check.append(hook)
 
 
 def install() -> None:
-    """Patch Hydra's sweeper check and config loader (once per process)."""
+    """Patch Hydra's sweeper check and config loader (once per process); each config file is
+    parsed once too (`sweeps.config_cache`)."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.plugins.sweeper import Sweeper
+
+    from evalpipe.sweeps import config_cache
+
+    config_cache.install()
 
     if getattr(ConfigLoaderImpl.load_sweep_config, "_evalpipe_compose_once", False):
         return
@@ -43,6 +59,8 @@ def install() -> None:
             _validated[key] = compose(loader, self.config, list(overrides))  # raises as Hydra's does
             while len(_validated) > KEEP:
                 _validated.popitem(last=False)
+        for hook in list(_after_check):
+            hook()
 
     load_sweep_config._evalpipe_compose_once = True  # type: ignore[attr-defined]
     ConfigLoaderImpl.load_sweep_config = load_sweep_config  # type: ignore[method-assign]
