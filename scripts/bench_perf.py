@@ -35,6 +35,7 @@ import argparse
 import gzip
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -162,12 +163,21 @@ def section_run(args: argparse.Namespace, tmp: Path) -> None:
         scifact = evalpipe_cmd(work, "+bench=scifact", f"fixture.path={args.scifact}", "ranker=bm25_prose")
         variants[f"scifact bm25 ({label})"] = (scifact, env)
         variants[f"gold bm25 ({label})"] = (evalpipe_cmd(work), env)
+        if label == "now":  # what the caches save: no token cache; then no cache of any kind
+            variants["scifact bm25, token cache off (now)"] = ([*scifact, "ranker.cache_dir=null"], env)
+            cold = " ".join(shlex.quote(a) for a in [*scifact, "ranker.cache_dir=null"])
+            fresh = "XDG_CACHE_HOME=$d TIKTOKEN_CACHE_DIR=$d/t"
+            script = f'd=$(mktemp -d); {fresh} {cold}; rc=$?; rm -rf "$d"; exit $rc'
+            variants["scifact bm25, every cache cold (now)"] = (["sh", "-c", script], env)
     before = load()
     med = interleaved(variants, args.repeat)
     bare = med["bare bm25s"]
     rows = [
         [name, f"{t:.2f}", f"{t / bare:.2f}x" if "scifact" in name or name == "bare bm25s" else ""]
         for name, t in med.items()
+    ]
+    rows = [r for r in rows if "cold" not in r[0] and "off" not in r[0]] + [
+        r for r in rows if "cold" in r[0] or "off" in r[0]
     ]
     if "gold bm25 (before)" in med:
         rows.append(

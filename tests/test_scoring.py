@@ -70,3 +70,23 @@ def test_unanswerable_cases_are_left_out_of_ranking_metrics_and_scored_by_rag():
     assert s.rag["rag_empty_result_rate"] == pytest.approx(2 / 5)
     flat = flat_metrics(s)
     assert flat["tier/exact/cases"] == 2 and flat["rag/mrr"] == pytest.approx(0.5 / 5)
+
+
+def test_misses_read_like_a_tuple_of_miss_records():
+    from evalpipe.scoring.run import Miss, Misses
+
+    rows = [
+        Miss("c1", "exact", "q1", ("a",), 2, ("b", "a"), None, None),
+        Miss("c2", "concept", "q2", ("x", "y"), 0, ("z",), "ValueError: boom", True),
+        Miss("c3", "concept", "q3", ("y",), 0, (), None, False),
+    ]
+    misses = Misses.of(rows)
+    assert len(misses) == 3 and list(misses) == rows and misses == rows
+    assert misses[1] == rows[1] and misses[-1].judged_hit is False and misses[1].error == "ValueError: boom"
+    assert list(misses[1:]) == rows[1:] and isinstance(misses[1:], Misses)
+    assert [m._replace(judged_hit=True).judged_hit for m in misses] == [True] * 3
+    assert Misses.of([]) == [] and len(Misses.of([])) == 0
+    with pytest.raises(IndexError):
+        misses[3]
+    with pytest.raises(ValueError, match="columns of different lengths"):
+        Misses([[1], [2, 3], [], [], [], [], [], []])

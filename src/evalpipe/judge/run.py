@@ -24,7 +24,7 @@ from evalpipe.judge.probe import JudgeUnavailable, probe
 from evalpipe.safety.errors import EvalpipeError
 from evalpipe.safety.secrets import mask_text
 from evalpipe.scoring.results import CaseResult
-from evalpipe.scoring.run import Miss, RunScores
+from evalpipe.scoring.run import Miss, Misses, RunScores
 
 
 @dataclass(frozen=True)
@@ -335,7 +335,7 @@ def _judge(judge, results, scores, units, count_tokens, tiers) -> JudgeOutcome:
         pool=s.pool,
         allow_partial=s.allow_partial,
         ks=tuple(scores.ks),
-        scores=replace(scores, misses=tuple(misses)),
+        scores=replace(scores, misses=Misses.of(misses)),
         judged=judged,
         coverage=cov,
         stats=stats,

@@ -8,11 +8,11 @@ same names reach the terminal, the Markdown report and MLflow.
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 
@@ -21,8 +21,8 @@ from evalpipe.scoring import metrics, rag
 from evalpipe.scoring.results import CaseResult
 
 DEFAULT_FAMILIES = ("recall", "mrr", "ndcg", "map", "precision", "frac_recall")
-_COLUMN_NAMES = ("ids", "qrels", "tier", "latency_us", "latency_timed", "tokens", "error")
-_COLUMNS = attrgetter(*_COLUMN_NAMES)
+_COLUMNS = tuple(map(attrgetter, ("ids", "qrels", "tier", "latency_us", "latency_timed", "tokens", "error")))
+_CASE_ID, _QUERY, _EXPECTED = attrgetter("case_id"), attrgetter("query"), attrgetter("expected")
 
 
 class Miss(NamedTuple):
@@ -44,6 +44,62 @@ class Miss(NamedTuple):
     judged_hit: bool | None = None  # set by the LLM judge (evalpipe.judge); None = not judged
 
 
+class Misses(Sequence[Miss]):
+    """A run's misses, kept as columns and handed out as `Miss` tuples one at a time.
+
+    A large run has a miss for most cases (98% of 100k synthetic ones). As 100k objects
+    they cost the cyclic collector a walk over every one of them at its next pass
+    (70-100 ms, more than making them); as seven lists they cost it seven objects. Reading
+    is the same as a tuple of `Miss` (index, slice, iterate, len); equality compares the
+    misses themselves.
+    """
+
+    __slots__ = ("_columns", "_n")
+
+    def __init__(self, columns: Sequence[Sequence[Any]]):
+        if len(columns) != len(Miss._fields):
+            raise ValueError(f"Misses needs {len(Miss._fields)} columns ({', '.join(Miss._fields)})")
+        self._n = len(columns[0])
+        if any(len(c) != self._n for c in columns):
+            raise ValueError("Misses: columns of different lengths")
+        self._columns = tuple(columns)
+
+    @classmethod
+    def of(cls, misses: Sequence[Miss]) -> Misses:
+        """Columns from `Miss` tuples (what the judge builds when it sets `judged_hit`)."""
+        cols = [list(c) for c in zip(*misses, strict=True)] if misses else [[] for _ in Miss._fields]
+        return cls(cols)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[Miss]:
+        return map(Miss._make, zip(*self._columns, strict=True))
+
+    @overload
+    def __getitem__(self, index: int) -> Miss: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Misses: ...
+
+    def __getitem__(self, index: int | slice) -> Miss | Misses:
+        if isinstance(index, slice):
+            return Misses([c[index] for c in self._columns])
+        if not -self._n <= index < self._n:
+            raise IndexError("Misses index out of range")
+        return Miss._make(c[index] for c in self._columns)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Misses({list(self)!r})"
+
+
 @dataclass(frozen=True)
 class RunScores:
     ks: tuple[int, ...]
@@ -54,7 +110,7 @@ class RunScores:
     first_rank: np.ndarray
     latency_us: tuple[int, int, int]
     mean_tokens: float
-    misses: tuple[Miss, ...]
+    misses: Sequence[Miss]  # a Misses (columns), or Miss tuples
     errors: int
     empty: int
     rag: Mapping[str, float] = field(default_factory=dict)
@@ -118,11 +174,12 @@ def _score_results(
     ks = tuple(sorted(set(int(k) for k in ks)))
     depth = max(ks)
     n = len(results)
-    # One C-level pass gives every column scoring reads (no Hit is touched: the IDs are
-    # carried by each result); the per-case Python loops below used to cost a third as
-    # much again as the metrics themselves at 100k cases.
-    cols = tuple(zip(*map(_COLUMNS, results), strict=True)) if n else ((),) * len(_COLUMN_NAMES)
-    ranked, qrels, tier_col, latency, timed_flags, tokens, errors_col = cols
+    # The columns scoring reads, one C-level pass each (no Hit is touched: the IDs are
+    # carried by each result); per-case Python loops cost a third as much again as the
+    # metrics themselves at 100k cases.
+    ranked, qrels, tier_col, latency, timed_flags, tokens, errors_col = (
+        list(map(getter, results)) for getter in _COLUMNS
+    )
     rel = metrics.relevance_matrix(ranked, qrels, depth)
     per_case = metrics.evaluate_matrix(rel, ks, list(families))
     first_rank = metrics.first_hit_rank(rel)
@@ -140,19 +197,19 @@ def _score_results(
         figures["cases"] = float(rows.size)
         per_tier[tier] = figures
 
-    ranks = first_rank.tolist()
     missed = np.flatnonzero(answerable & (first_rank != 1)).tolist()
-    misses = tuple(
-        Miss(
-            r.case_id,
-            r.tier,
-            r.query,
-            r.expected,
-            ranks[i],
-            r.ids,  # shared, not copied: a list per miss was 100 new references for the collector
-            r.error,
-        )
-        for i, r in zip(missed, map(results.__getitem__, missed), strict=True)
+    chosen = list(map(results.__getitem__, missed))
+    misses = Misses(
+        [
+            list(map(_CASE_ID, chosen)),
+            list(map(tier_col.__getitem__, missed)),
+            list(map(_QUERY, chosen)),
+            list(map(_EXPECTED, chosen)),  # the case's expected-ID tuple (shared, not copied)
+            first_rank[missed].tolist(),
+            list(map(ranked.__getitem__, missed)),  # the result's ID tuple (shared)
+            list(map(errors_col.__getitem__, missed)),
+            [None] * len(missed),
+        ]
     )
     # Percentiles over the cases timed one by one; a batched run's other cases only carry a share.
     timed = list(compress(latency, timed_flags))
