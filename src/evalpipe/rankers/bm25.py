@@ -151,7 +151,7 @@ class BM25Ranker(BatchScoring, CorpusRanker):
 
     def _tokenize(
         self, corpus: Corpus
-    ) -> tuple[list[list[int]], dict[str, int], CompoundSplitter | None, Any]:  # noqa: E501
+    ) -> tuple[list[list[int]], dict[str, int], CompoundSplitter | None, Any]:
         """Tokenize every unit (with `split_compounds`, after counting the corpus's word pieces):
         (term ids per unit, vocabulary, splitter, the piece counts it was built from)."""
         tok, fields = self.tokenizer, self.fields

@@ -49,7 +49,7 @@ class Misses(Sequence[Miss]):
 
     A large run has a miss for most cases (98% of 100k synthetic ones). As 100k objects
     they cost the cyclic collector a walk over every one of them at its next pass
-    (70-100 ms, more than making them); as seven lists they cost it seven objects. Reading
+    (70-100 ms, more than making them); as eight lists they cost it eight objects. Reading
     is the same as a tuple of `Miss` (index, slice, iterate, len); equality compares the
     misses themselves.
     """
