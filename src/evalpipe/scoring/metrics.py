@@ -101,6 +101,11 @@ class Relevance:
         """bool[n, depth]: the doc at this rank is relevant (grade >= 1); computed once."""
         return self.grades >= RELEVANCE_LEVEL
 
+    @functools.cached_property
+    def first_rank(self) -> np.ndarray:
+        """int[n]: `first_hit_rank`, computed once (MRR and the misses both need it)."""
+        return _first_rank(self)
+
 
 def relevance_matrix(
     ranked: Sequence[Sequence[str]], qrels: Sequence[Mapping[str, int]], depth: int
@@ -195,9 +200,15 @@ def _safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def first_hit_rank(rel: Relevance) -> np.ndarray:
     """int[n]: 1-based rank of the first relevant doc within depth, 0 when there is none."""
+    return rel.first_rank
+
+
+def _first_rank(rel: Relevance) -> np.ndarray:
     is_rel = rel.relevant
     found = is_rel.any(axis=1)
-    return np.where(found, is_rel.argmax(axis=1) + 1, 0).astype(np.int64)
+    first = np.where(found, is_rel.argmax(axis=1) + 1, 0).astype(np.int64)
+    first.setflags(write=False)  # shared by MRR and the misses: read-only
+    return first
 
 
 def hit_at(rel: Relevance, k: int) -> np.ndarray:
