@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from evalpipe.atomic import write_atomic
 
 #: Bumped when the key recipe or file layout changes, so old entries simply miss.
 CACHE_FORMAT = 1
@@ -145,20 +145,7 @@ class EmbeddingCache:
             "dtype": "float32",
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        self._atomic_write(self.path(key), lambda fh: np.save(fh, array, allow_pickle=False))
+        write_atomic(self.path(key), lambda fh: np.save(fh, array, allow_pickle=False))
         payload = json.dumps(sidecar, indent=2, sort_keys=True, default=str).encode("utf-8")
-        self._atomic_write(self.meta_path(key), lambda fh: fh.write(payload))
+        write_atomic(self.meta_path(key), lambda fh: fh.write(payload))
         return self.path(key)
-
-    def _atomic_write(self, final: Path, write: Any) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{final.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                write(fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)  # mkstemp makes 0600; a shared cache must be readable by others
-            os.replace(tmp, final)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise

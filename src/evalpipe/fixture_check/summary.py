@@ -18,9 +18,9 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 
+from evalpipe.atomic import write_atomic
 from evalpipe.fixture_check.check import FixtureCheck, check_fixture
 from evalpipe.inputs.fixture import Fixture
 
@@ -105,18 +105,6 @@ def _read(key: str) -> dict[str, float] | None:
 def _write(key: str, metrics: dict[str, float]) -> None:
     """Atomically (concurrent sweep jobs share the directory); a cache that cannot be written
     costs only the next run's quarter second."""
-    folder = cache_dir()
-    tmp = None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(metrics, fh)
-        os.replace(tmp, folder / f"{key}.json")
-        tmp = None
-    except OSError:
-        pass
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    payload = json.dumps(metrics).encode("utf-8")
+    with contextlib.suppress(OSError):
+        write_atomic(cache_dir() / f"{key}.json", lambda fh: fh.write(payload))

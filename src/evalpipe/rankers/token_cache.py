@@ -18,11 +18,8 @@ never changes a figure, only how soon it is there.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -30,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from evalpipe.atomic import write_atomic
 
 #: Bumped when the file layout changes, so old entries simply miss.
 CACHE_FORMAT = 1
@@ -82,34 +81,21 @@ def save(cache_dir: str | Path, key: str, tokenized: TokenizedCorpus, described:
     only costs the next process the tokenizing pass."""
     folder = Path(cache_dir)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         lengths = np.fromiter(map(len, tokenized.doc_ids), dtype=np.int64, count=len(tokenized.doc_ids))
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         flat = np.fromiter(chain.from_iterable(tokenized.doc_ids), dtype=np.int32, count=int(offsets[-1]))
-        _put(folder / f"{key}.ids.npy", lambda fh: np.save(fh, flat, allow_pickle=False))
-        _put(folder / f"{key}.offsets.npy", lambda fh: np.save(fh, offsets, allow_pickle=False))
+        write_atomic(folder / f"{key}.ids.npy", lambda fh: np.save(fh, flat, allow_pickle=False))
+        write_atomic(folder / f"{key}.offsets.npy", lambda fh: np.save(fh, offsets, allow_pickle=False))
         terms = sorted(tokenized.vocab, key=tokenized.vocab.__getitem__)
         meta = {
             "vocab": terms,
             "splitter_counts": dict(tokenized.splitter_counts) if tokenized.splitter_counts else None,
             "key": dict(described),
         }
-        _put(folder / f"{key}.json", lambda fh: fh.write(json.dumps(meta).encode("utf-8")))
+        write_atomic(folder / f"{key}.json", lambda fh: fh.write(json.dumps(meta).encode("utf-8")))
     except OSError:
         return
-
-
-def _put(target: Path, write: Any) -> None:
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def describe(

@@ -91,6 +91,8 @@ def load_encoding(encoding: str) -> object:
     import tiktoken
     from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS
 
+    from evalpipe.atomic import write_atomic
+
     target = seed_tiktoken_cache(encoding)
     version = f"{tiktoken.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-m{marshal.version}"
     snapshot = target.parent / f"{encoding}.{_ENCODINGS[encoding][1][:16]}.{version}.marshal"
@@ -100,10 +102,9 @@ def load_encoding(encoding: str) -> object:
     except Exception:  # absent, truncated or foreign: rebuilt below
         pass
     args = ENCODING_CONSTRUCTORS[encoding]()
+    payload = marshal.dumps(args)
     with contextlib.suppress(OSError):
-        tmp = snapshot.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(marshal.dumps(args))
-        os.replace(tmp, snapshot)
+        write_atomic(snapshot, lambda fh: fh.write(payload))
     return tiktoken.Encoding(**args)
 
 
