@@ -101,6 +101,28 @@ def wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 
     raise AssertionError(f"{path} never reached {n} lines")
 
 
+def check_fixture_json(tmp: Path, fixture: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`evalpipe check-fixture FIXTURE --json` through the real CLI: (the process, the JSON report
+    or {} when none was written)."""
+    out = tmp / "check.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalpipe", "check-fixture", str(fixture), "--json", str(out), *extra],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    return proc, json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+
+
+def cmdline(pid: int) -> str:
+    """A process's command line from /proc ("" once it has gone)."""
+    try:
+        return (
+            (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
+
+
 def client_for(uri: str):
     from mlflow.tracking import MlflowClient
 

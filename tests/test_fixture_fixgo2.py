@@ -25,6 +25,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from cli_helpers import check_fixture_json
 from evalpipe.inputs.fixture import Fixture
 from evalpipe.inputs.split import MIN_TIER_CASES
 from evalpipe.paths import PROJECT_ROOT
@@ -243,13 +244,7 @@ def test_callee_sets_are_read_from_the_bodies(raw_cases, units):
 
 
 def check_json(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
-    out = tmp_path / "check.json"
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT / "src")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "evalpipe", "check-fixture", str(FIXTURE), "--json", str(out), *extra],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
-    return proc, json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    return check_fixture_json(tmp_path, FIXTURE, *extra)
 
 
 def test_check_fixture_strict_passes(tmp_path):

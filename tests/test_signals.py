@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import all_runs, client_for, popen_cli, slow_ranker, wait_for_lines, write_tiny
+from cli_helpers import all_runs, client_for, cmdline, popen_cli, slow_ranker, wait_for_lines, write_tiny
 from evalpipe.safety.signals import child_pids
 
 
@@ -63,15 +63,6 @@ def test_signal_mid_run_saves_partial_results_and_ends_killed(tmp_path, sig, cod
     assert "cases.json" in {a.path for a in client_for(uri).list_artifacts(run.info.run_id)}
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return (
-            (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        )
-    except OSError:
-        return ""
-
-
 def _alive(pid: int) -> bool:
     """Running (a zombie awaiting its reaper is gone for our purpose)."""
     try:
@@ -100,7 +91,7 @@ def test_sigterm_to_a_joblib_sweep_kills_parent_children_and_workers(tmp_path):
         "plots=false",
     )
     wait_for_lines(progress, 3, proc)  # both workers are measuring
-    workers = [p for p in child_pids(proc.pid) if "loky" in _cmdline(p)]
+    workers = [p for p in child_pids(proc.pid) if "loky" in cmdline(p)]
     assert workers, "the joblib launcher started no loky worker"
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=120)

@@ -21,6 +21,7 @@ from cli_helpers import (
     all_runs,
     cli_env,
     client_for,
+    cmdline,
     error_lines,
     popen_cli,
     slow_ranker,
@@ -52,13 +53,6 @@ def _imported(stderr: str) -> set[str]:
         for line in stderr.splitlines()
         if line.startswith("import time:") and line.count("|") >= 2
     }
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def _reused_sweep(uri: str, parent) -> dict:
@@ -174,7 +168,7 @@ def test_sweep_killed_with_sigkill_leaves_its_parent_run_killed(tmp_path):
         *slow_ranker(progress, delay=1.0), "+ranker.variant=1,2", "progress=false", "plots=false",
     )  # fmt: skip
     wait_for_lines(progress, 1, proc)  # the parent run exists: the first point is measuring
-    workers = [p for p in child_pids(proc.pid) if "upload_worker" in _cmdline(p)]
+    workers = [p for p in child_pids(proc.pid) if "upload_worker" in cmdline(p)]
     assert len(workers) == 1, "the sweep started no upload worker"
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
@@ -188,9 +182,9 @@ def test_sweep_killed_with_sigkill_leaves_its_parent_run_killed(tmp_path):
         time.sleep(0.2)
     assert parent_status() == "KILLED"
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and "upload_worker" in _cmdline(workers[0]):
+    while time.monotonic() < deadline and "upload_worker" in cmdline(workers[0]):
         time.sleep(0.1)
-    assert "upload_worker" not in _cmdline(workers[0]), "the worker outlived its sweep"
+    assert "upload_worker" not in cmdline(workers[0]), "the worker outlived its sweep"
 
 
 def test_a_worker_that_dies_is_replaced_by_the_store_opened_here(tmp_path):

@@ -13,7 +13,6 @@ import json
 import re
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
@@ -22,6 +21,7 @@ from cli_helpers import (
     cli,
     cli_env,
     client_for,
+    cmdline,
     error_lines,
     popen_cli,
     slow_ranker,
@@ -35,13 +35,6 @@ from evalpipe.safety.signals import child_pids
 PLUGIN = ["~ranker", "+ranker._target_=plugins_for_tests.keyword_search", "+ranker._partial_=true"]
 #: Tags that differ between two runs of the same configuration by construction.
 PER_RUN_TAGS = {"evalpipe.local_id", "mlflow.runName", "mlflow.source.name", "mlflow.user"}
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def _run_content(uri: str, run) -> dict:
@@ -106,7 +99,7 @@ def test_parent_killed_with_sigkill_leaves_no_running_run(tmp_path):
         *slow_ranker(progress, delay=1.0),
     )  # fmt: skip
     wait_for_lines(progress, 1, proc)
-    workers = [p for p in child_pids(proc.pid) if "upload_worker" in _cmdline(p)]
+    workers = [p for p in child_pids(proc.pid) if "upload_worker" in cmdline(p)]
     assert len(workers) == 1, "the run started no upload worker"
     db = tmp_path / "ml" / "mlflow.db"
     db.parent.mkdir(exist_ok=True)
@@ -124,9 +117,9 @@ def test_parent_killed_with_sigkill_leaves_no_running_run(tmp_path):
         time.sleep(0.1)
     assert [r.info.status for r in all_runs(uri)] == ["KILLED"]
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _cmdline(workers[0]):
+    while time.monotonic() < deadline and cmdline(workers[0]):
         time.sleep(0.1)
-    assert "upload_worker" not in _cmdline(workers[0]), "the worker outlived its run"
+    assert "upload_worker" not in cmdline(workers[0]), "the worker outlived its run"
 
 
 def test_store_that_cannot_be_opened_after_the_checks_costs_no_results(tmp_path):
@@ -175,8 +168,8 @@ def test_no_worker_for_commands_that_are_not_single_online_runs(monkeypatch):
 def test_bad_input_run_leaves_no_worker_behind(tmp_path):
     proc = popen_cli(tmp_path, "fixture.path=/nonexistent/fx.yaml")
     time.sleep(0.2)
-    workers = [p for p in child_pids(proc.pid) if "upload_worker" in _cmdline(p)]
+    workers = [p for p in child_pids(proc.pid) if "upload_worker" in cmdline(p)]
     proc.communicate(timeout=120)
     assert proc.returncode == 2
     for pid in workers:  # ended with its parent, not left importing MLflow
-        assert "upload_worker" not in _cmdline(pid)
+        assert "upload_worker" not in cmdline(pid)
