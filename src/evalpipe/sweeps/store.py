@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from evalpipe.core.fingerprint import code_fingerprint
+
 #: The parent's store, while an in-process sweep's jobs run (set by the sweep callback).
 _point_store: WorkerStore | None = None
 MARKER = "reused_run.json"
@@ -488,7 +490,6 @@ def serves(cfg: Any) -> bool:
 def reuse_point(state: Any) -> float | None:
     """A point the sweep already measured: its objective, with the reuse child asked for and the
     marker left for the summary (as `sweeps.reuse.reuse_point`); None: it must be measured."""
-    from evalpipe.reporting import tracking
     from evalpipe.reporting.run_end import point_line
     from evalpipe.scoring.names import lookup
 
@@ -500,7 +501,7 @@ def reuse_point(state: Any) -> float | None:
         ks=list(state.ks),
         objective=state.objective,
         config_hash=state.chash,
-        fingerprint=tracking.code_fingerprint(),
+        fingerprint=code_fingerprint(),
         fixture_sha=state.fixture.sha256,
     )
     if done is None:
