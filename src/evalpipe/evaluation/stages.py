@@ -210,7 +210,7 @@ def start(state: RunState) -> None:
     rec.describe_data(fixture)  # logged as MLflow dataset inputs (reporting.datasets)
     state.rec = rec
     if state.worker is not None:  # created by the worker once the store is open (see `await_store`)
-        from evalpipe.reporting.upload_worker import WorkerGone
+        from evalpipe.reporting.worker_errors import WorkerGone
 
         rec.worker, rec.uri = state.worker, state.store_uri
         try:
@@ -245,7 +245,7 @@ def await_store(state: RunState) -> None:
     upload stage reports it (exit 1, `evalpipe sync` later). A worker that died is replaced
     by opening the store here."""
     from evalpipe.reporting import tracking
-    from evalpipe.reporting.upload_worker import WorkerError, WorkerGone
+    from evalpipe.reporting.worker_errors import WorkerError, WorkerGone
 
     worker, rec = state.worker, state.rec
     if worker is None or state.tracker is not None or rec.store_error:

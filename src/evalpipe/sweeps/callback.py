@@ -489,7 +489,7 @@ class MLflowSweepCallback(Callback):
                 self._sweep_id,
                 name,
                 note=ABORT_NOTE if aborted else "",
-                holdout=held,
+                holdout_lines=holdout.markdown(held) if held is not None else (),
             ),
             "summary.csv": summary_csv(rows, self._keys, holdout=held),
         }
