@@ -29,6 +29,7 @@ from evalpipe.compare.runs import (
 )
 from evalpipe.compare.suites import compare_suites, is_suite_run
 from evalpipe.reporting import case_diff_view
+from evalpipe.safety.errors import print_error
 from evalpipe.stats.comparison import CompareError, case_diffs, compare_runs
 
 EXAMPLES = """\
@@ -152,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = compare_runs(runs, baseline, args.metrics, args.resamples, args.alpha, args.seed)
         diffs = case_diffs(result, args.cases, args.top) if args.cases is not None else []
     except CompareError as exc:
-        print(f"evalpipe compare: error: {exc}", file=sys.stderr)
+        print_error(exc, prog="evalpipe compare")
         return 2
     from rich.markup import escape
 

@@ -42,19 +42,13 @@ from evalpipe.reporting.plots import plot_mode
 from evalpipe.reporting.report import ReportRow
 from evalpipe.runner import peak_memory_mb, prepare_ranker
 from evalpipe.safety import signals
-from evalpipe.safety.errors import EvalpipeError
+from evalpipe.safety.errors import EvalpipeError, fail, print_error
 from evalpipe.safety.secrets import mask_config, mask_mapping, mask_text, register_config
 from evalpipe.scoring.names import lookup, named
 from evalpipe.scoring.outcome import error_note, unknown_ids, verdict
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import RunScores, flat_metrics
 from evalpipe.scoring.tokens import get_token_counter
-
-
-def fail(message: str, code: int = 2) -> None:
-    """Stop with one clear line on stderr (no traceback)."""
-    print(f"evalpipe: error: {mask_text(message)}", file=sys.stderr)
-    raise SystemExit(code)
 
 
 def check(cfg: DictConfig) -> RunState:
@@ -441,8 +435,8 @@ def report(state: RunState) -> float:
         )
         raise SystemExit(signals.exit_code(state.interrupted))
     if state.failure is not None:  # a sweep goes on (its summary shows the point); a single run stops here
-        for i, line in enumerate(state.failure.lines):
-            print(f"evalpipe: {'' if i else 'error: '}{mask_text(line)}", file=sys.stderr)
+        first, *more = state.failure.lines
+        print_error(first, more=more)
         if not state.job.sweep_id:
             raise SystemExit(state.failure.code)
         return float("nan")

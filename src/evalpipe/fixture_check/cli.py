@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from evalpipe.inputs.fixture import Fixture
-from evalpipe.safety.errors import EvalpipeError
+from evalpipe.safety.errors import EvalpipeError, fail, print_error
 
 PROG = "evalpipe check-fixture"
 
@@ -18,8 +18,7 @@ PROG = "evalpipe check-fixture"
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         """One line, exit 2 (argparse's default prints the whole usage first)."""
-        print(f"{PROG}: error: {message} (see --help)", file=sys.stderr)
-        raise SystemExit(2)
+        fail(f"{message} (see --help)", prog=PROG)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,14 +124,14 @@ def main(argv: list[str] | None = None) -> int:
             finder = AmbiguityFinder(fixture, rankers, {"bm25": dict(CHECKER_BM25)})
         report = check_fixture(fixture, thresholds, finder)
     except (EvalpipeError, ValueError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print_error(exc, prog=PROG)
         return 2
     print_report(console, report, show_all=args.all, show_candidates=args.candidates)
     if args.json:
         try:
             write_json(report, args.json)
         except OSError as exc:
-            print(f"{PROG}: error: cannot write --json {args.json}: {exc.strerror or exc}", file=sys.stderr)
+            print_error(f"cannot write --json {args.json}: {exc.strerror or exc}", prog=PROG)
             return 2
         console.print(f"JSON: {args.json}")
     flagged = len(report.flagged_cases)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.gate.model import GateError
+from evalpipe.safety.errors import print_error
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 
@@ -230,7 +231,7 @@ def gate_main(argv: Sequence[str] | None = None) -> int:
         if summary:
             console.print(f"appended the table to $GITHUB_STEP_SUMMARY ({summary})", highlight=False)
     except OSError as exc:
-        print(f"evalpipe gate: error: cannot write the report: {exc}", file=sys.stderr)
+        print_error(f"cannot write the report: {exc}", prog="evalpipe gate")
         return 2
     if not args.no_log:
         _log(args, result, candidate, open_store, text, json_text, console)
@@ -317,7 +318,7 @@ def baseline_main(argv: Sequence[str] | None = None) -> int:
             return _list(open_store)
         return _export(args, open_store)
     except GateError as exc:
-        print(f"evalpipe baseline: error: {exc}", file=sys.stderr)
+        print_error(exc, prog="evalpipe baseline")
         return 2
 
 

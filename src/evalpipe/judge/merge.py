@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Any
 import yaml
 
 from evalpipe.judge.report import TSV_COLUMNS
-from evalpipe.safety.errors import EvalpipeError
+from evalpipe.safety.errors import EvalpipeError, print_error
 
 
 @dataclass(frozen=True)
@@ -343,7 +342,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         out, added, skipped = merge(args.fixture, args.verdicts, args.output, args.version)
     except EvalpipeError as exc:
-        print(f"evalpipe: error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     already = f"; {len(skipped)} already labelled, skipped" if skipped else ""
     print(f"merged {added} judged IDs into {out}{already}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +128,7 @@ def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
 def main(argv: list[str]) -> int:
     """`evalpipe sync [--tracking-uri URI] DIR...`: 0 when every run is in the store, 1 if an upload
     failed, 2 for bad input (nothing saved there, store unavailable)."""
-    from evalpipe.safety.errors import EvalpipeError
+    from evalpipe.safety.errors import EvalpipeError, print_error
 
     parser = argparse.ArgumentParser(
         prog="evalpipe sync",
@@ -146,29 +145,24 @@ def main(argv: list[str]) -> int:
     runs = find_saved_runs(args.dirs)
     if not runs:
         names = " ".join(str(d) for d in args.dirs)
-        print(f"evalpipe: error: no saved run (run_info.json) in {names}", file=sys.stderr)
+        print_error(f"no saved run (run_info.json) in {names}")
         return 2
     failed = bad = False
     for directory in runs:
         try:
             saved = load_run(directory)
         except EvalpipeError as exc:  # half-written or foreign files: named, the others still go up
-            print(f"evalpipe: error: {exc}", file=sys.stderr)
+            print_error(exc)
             bad = True
             continue
         uri = target_uri(saved, args.tracking_uri)
         try:
             print(sync_one(saved, uri))
         except EvalpipeError as exc:
-            print(f"evalpipe: error: {directory}: {exc}", file=sys.stderr)
+            print_error(f"{directory}: {exc}")
             return 2
         except Exception as exc:
-            from evalpipe.safety.secrets import mask_text
-
-            line = mask_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "")
-            print(
-                f"evalpipe: error: upload of {directory} failed: {type(exc).__name__}: {line}",
-                file=sys.stderr,
-            )
+            line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            print_error(f"upload of {directory} failed: {type(exc).__name__}: {line}")
             failed = True
     return 2 if bad else 1 if failed else 0

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-EXIT_BAD_INPUT = 2
+from evalpipe.safety.errors import EXIT_BAD_INPUT, fail
 
 
 def _parse_error_override(overrides: Sequence[str]) -> str | None:
@@ -172,21 +172,4 @@ def os_error_line(exc: OSError) -> str:
 
 
 def _fail(message: str) -> NoReturn:
-    print(f"evalpipe: error: {masked(message, sys.argv[1:])}", file=sys.stderr)
-    raise SystemExit(EXIT_BAD_INPUT)
-
-
-def masked(message: str, argv: Sequence[str]) -> str:
-    """`message` with secrets from the command line masked.
-
-    Hydra quotes overrides back (`... use +ranker.api_key=SEKRET`), so the values of
-    secret-looking keys given on the command line, and credentials in URLs, are masked
-    here as everywhere else evalpipe prints.
-    """
-    from evalpipe.safety.secrets import MASK, is_secret_key, mask_text
-
-    for arg in argv:
-        key, eq, value = arg.lstrip("+~").partition("=")
-        if eq and value and is_secret_key(key.rsplit(".", 1)[-1]):
-            message = message.replace(value, MASK)
-    return mask_text(message)
+    fail(message, EXIT_BAD_INPUT, argv=sys.argv[1:])  # Hydra quotes the overrides back: mask them

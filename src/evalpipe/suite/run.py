@@ -19,7 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from evalpipe.safety import signals
-from evalpipe.safety.errors import EvalpipeError
+from evalpipe.safety.errors import EvalpipeError, fail
 
 #: The suite run's ID and status in its output dir (what a sweep's hold-out re-run reads back).
 SUITE_FILE = "suite_run.json"
@@ -30,7 +30,6 @@ def evaluate_suite(cfg: DictConfig) -> float:
 
     from evalpipe import __version__
     from evalpipe.evaluation.identity import default_run_name, experiment_name, hydra_context
-    from evalpipe.evaluation.stages import fail
     from evalpipe.inputs.split import SPLIT_TAG, settings_from
     from evalpipe.reporting import tracking
     from evalpipe.safety.secrets import mask_mapping, mask_text, register_config
@@ -93,12 +92,10 @@ def evaluate_suite(cfg: DictConfig) -> float:
             member = _run_member(suite.name, fixture, overrides, out / fixture, parent, tracker, experiment)
             if member.code != 0 or not member.metrics:
                 why = f"exit {member.code}" if member.code else "no figures saved"
-                print(
-                    f"evalpipe: error: suite {suite.name}: fixture {fixture} did not finish ({why}); "
-                    f"the suite run is FAILED",
-                    file=sys.stderr,
+                fail(
+                    f"suite {suite.name}: fixture {fixture} did not finish ({why}); the suite run is FAILED",
+                    member.code or 1,
                 )
-                raise SystemExit(member.code or 1)
             members.append(member)
         figures = _record(
             suite, members, objective, split, ranker_choice, run_name, out, tracker, parent, resolved

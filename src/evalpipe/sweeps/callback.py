@@ -29,6 +29,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from evalpipe.safety.errors import fail, print_error
 from evalpipe.sweeps.job import PARENT_ENV, ROLE_TAG, SWEEP_ENV, SWEEP_FILE, SWEEP_TAG, SWEPT_ENV
 from evalpipe.sweeps.store import ORPHAN_REASON, ORPHAN_TAG, Opened, WorkerStore, set_point_store  # noqa: F401
 
@@ -124,7 +125,7 @@ class MLflowSweepCallback(Callback):
         except SystemExit:
             raise
         except Exception as exc:
-            print(f"evalpipe: error: cannot start the sweep: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print_error(f"cannot start the sweep: {type(exc).__name__}: {exc}")
             self._finish(aborted="FAILED")
             raise SystemExit(2) from None
 
@@ -138,10 +139,7 @@ class MLflowSweepCallback(Callback):
         try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
             check_sweep(config, swept_keys(*_sweeper_spec(config)))
         except EvalpipeError as exc:
-            from evalpipe.safety.secrets import mask_text
-
-            print(f"evalpipe: error: {mask_text(str(exc))}", file=sys.stderr)
-            raise SystemExit(2) from None
+            fail(exc)
         from evalpipe.reporting import upload_worker
 
         worker = upload_worker.take()  # started by `python -m evalpipe -m`; not for the jobs
@@ -212,8 +210,7 @@ class MLflowSweepCallback(Callback):
                     Opened(experiment_id, self._store.create_parent(experiment_id, run_name, tags, params))
                 )
         except EvalpipeError as exc:
-            print(f"evalpipe: error: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
+            fail(exc)
         self._started = time.time()
         self._config = config
         atexit.register(self._on_abort)
@@ -251,8 +248,7 @@ class MLflowSweepCallback(Callback):
         try:
             opened = pending.wait()
         except EvalpipeError as exc:
-            print(f"evalpipe: error: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
+            fail(exc)
         self._opened(opened)
 
     def _start_plotter(self) -> None:

@@ -37,13 +37,10 @@ from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Overrid
 from hydra.core.utils import JobStatus
 from omegaconf import DictConfig, OmegaConf
 
+from evalpipe.safety.errors import fail
+
 #: Trial states that count towards the study's n_trials.
 LIVE = ("COMPLETE", "PRUNED", "RUNNING", "WAITING")
-
-
-def fail(message: str, code: int = 2) -> None:
-    print(f"evalpipe: error: {message}", file=sys.stderr)
-    raise SystemExit(code)
 
 
 def _range_values(sweep: RangeSweep) -> list[Any]:

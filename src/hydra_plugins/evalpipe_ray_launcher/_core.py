@@ -32,6 +32,8 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from omegaconf import DictConfig, open_dict
 
+from evalpipe.safety.errors import fail, print_error
+
 log = logging.getLogger(__name__)
 
 #: ray.init options that size or configure a new instance; Ray refuses them for a running cluster.
@@ -95,8 +97,7 @@ def start_ray(init_kwargs: dict[str, Any]) -> None:
     except (ConnectionError, ValueError, RuntimeError) as exc:
         where = kwargs.get("address") or os.environ.get("RAY_ADDRESS") or "a new local instance"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"evalpipe: error: cannot start Ray ({where}): {first}", file=sys.stderr)
-        raise SystemExit(2) from None
+        fail(f"cannot start Ray ({where}): {first}")
     finally:
         _restore_signals(saved)
     if not joins_cluster(kwargs):
@@ -269,10 +270,9 @@ def _collect(
         out = ray.get(ref)
     except ray.exceptions.RayError as exc:
         what, why = point_label(batch[i], batch), _one_line(exc).rstrip(".")
-        print(
-            f"evalpipe: error: sweep point #{idx} ({what}) lost on Ray: {why}; "
-            "its run ends FAILED and running this sweep again measures it",
-            file=sys.stderr,
+        print_error(
+            f"sweep point #{idx} ({what}) lost on Ray: {why}; "
+            "its run ends FAILED and running this sweep again measures it"
         )
         return lost_return(cfg, batch[i]), 0
     if on_cluster:  # where each point ran (all on this machine for a local instance)

@@ -11,6 +11,8 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from evalpipe.safety.errors import fail
+
 
 class RayLauncher(Launcher):
     """Runs each sweep job as a Ray task, on a local instance or on a running cluster."""
@@ -37,11 +39,9 @@ class RayLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         import importlib.util
-        import sys
 
         if importlib.util.find_spec("ray") is None:
-            print("evalpipe: error: hydra/launcher=ray needs Ray: pip install -e '.[ray]'", file=sys.stderr)
-            raise SystemExit(2)
+            fail("hydra/launcher=ray needs Ray: pip install -e '.[ray]'")
         from hydra_plugins.evalpipe_ray_launcher import _core
 
         return _core.launch(self, job_overrides, initial_job_idx)
