@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evalpipe.core.subcommands import SUBCOMMANDS  # `evalpipe <command>`s: not runs, nothing to upload
 from evalpipe.reporting.worker_errors import WorkerError, WorkerGone
 
 #: EVALPIPE_UPLOAD_WORKER=0 runs the upload in the run's own process (as before the worker).
@@ -49,8 +50,6 @@ NO_RUN_FLAGS = frozenset(
     {"-m", "--multirun", "-h", "--help", "--hydra-help", "-c", "--cfg", "--info", "--shell-completion"}
 )
 MULTIRUN_FLAGS = frozenset({"-m", "--multirun"})
-#: `evalpipe <command>`s that are not runs (dispatched before Hydra).
-SUBCOMMANDS = frozenset({"compare", "check-fixture", "merge-judgements", "sync", "gate", "baseline"})
 _OFFLINE = ("tracking.offline=true", "tracking.offline=True", "+tracking.offline=true")
 
 _early: UploadWorker | None = None
