@@ -11,7 +11,7 @@ line (an `EvalpipeError`) and no run is created.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -39,7 +39,8 @@ class ConfigError(EvalpipeError):
 
 @dataclass(frozen=True)
 class Checked:
-    """What `evaluate` needs once the input is known to be good."""
+    """What `evaluate` needs once the input is known to be good: the config read once, into
+    checked values; the stages read these, and nothing below them sees the Hydra config."""
 
     resolved: dict[str, Any]
     ks: list[int]
@@ -52,6 +53,11 @@ class Checked:
     ranker: Any
     warnings: tuple[str, ...] = ()
     split: Any = None  # evalpipe.inputs.split.SplitSettings
+    #: the config as written (`${oc.env:...}` unresolved): what the saved config.yaml masks from
+    raw: dict[str, Any] = field(default_factory=dict)
+    progress: bool = True
+    batch: str = "auto"  # auto | true | false
+    latency_sample: int = 100
 
 
 def missing_values(node: Any, prefix: str = "") -> list[str]:
@@ -252,26 +258,36 @@ def is_multirun() -> bool:
         return False
 
 
-def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
+def check(
+    cfg: DictConfig,
+    overrides: Sequence[str] = (),
+    containers: tuple[dict[str, Any] | None, dict[str, Any]] | None = None,
+) -> Checked:
     """Validate config, fixture, corpus, ranker and replayed files; raise an EvalpipeError on the first
-    problem. `overrides` (Hydra's task overrides) tell an explicitly given objective from the default."""
+    problem. `overrides` (Hydra's task overrides) tell an explicitly given objective from the default.
+    `containers`: the config already turned into (resolved, raw) plain containers by the caller
+    (`safety.secrets.register_config`; resolved None if it could not resolve), so it is read once."""
     missing = missing_values(cfg)
     if missing:
         raise ConfigError(
             f"missing value for {', '.join(missing)}: give it on the command line, e.g. {missing[0]}=..."
         )
-    try:
-        resolved = OmegaConf.to_container(cfg, resolve=True)
-    except Exception as exc:  # an interpolation that cannot resolve (e.g. ${oc.env:...} unset)
-        raise ConfigError(f"cannot resolve the config: {_one_line(exc)}") from None
-    assert isinstance(resolved, dict)
+    resolved, raw = containers if containers is not None else (None, None)
+    if resolved is None:
+        try:
+            resolved = OmegaConf.to_container(cfg, resolve=True)
+        except Exception as exc:  # an interpolation that cannot resolve (e.g. ${oc.env:...} unset)
+            raise ConfigError(f"cannot resolve the config: {_one_line(exc)}") from None
+    if raw is None:
+        raw = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(resolved, dict) and isinstance(raw, dict)
     ks = check_ks(resolved.get("ks"))
     families = check_metrics(resolved.get("metrics"))
     check_switches(resolved)
     run_name = check_run_name(resolved.get("run_name"))
     timeout_s = check_timeout(resolved.get("timeout_s"))
     check_token_encoding(resolved.get("token_encoding", "cl100k_base"))
-    parse_settings(resolved.get("batch", "auto"), resolved.get("latency_sample", 100))
+    batch, latency_sample = parse_settings(resolved.get("batch", "auto"), resolved.get("latency_sample", 100))
     check_plots(resolved.get("plots", "recall"))
     if not isinstance(resolved.get("objective", DEFAULT_OBJECTIVE), str):
         raise ConfigError(f"objective must be a metric name, got {resolved.get('objective')!r}")
@@ -310,6 +326,10 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
         ranker=ranker,
         warnings=tuple(warnings),
         split=settings,
+        raw=raw,
+        progress=bool(resolved.get("progress", True)),
+        batch=batch,
+        latency_sample=latency_sample,
     )
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from evalpipe import __version__
 from evalpipe.core.fingerprint import code_fingerprint
@@ -61,11 +61,11 @@ def check(cfg: DictConfig) -> RunState:
     signals.install()
     console = Console(width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True)
-    register_config(cfg)  # from here on, secret values are masked in everything written
+    containers = register_config(cfg)  # the config read once; from here on, secrets are masked
     ranker_choice, overrides, out_dir = hydra_context()
     try:
-        checked = preflight.check(cfg, overrides)
-        judge = build_judge(cfg.get("judge"))
+        checked = preflight.check(cfg, overrides, containers)
+        judge = build_judge(checked.resolved.get("judge"))  # plain values, not the Hydra node
     except EvalpipeError as exc:
         fail(str(exc))
     for warning in checked.warnings:  # one plain line each (rich would wrap them)
@@ -107,11 +107,20 @@ def open_store(state: RunState) -> None:
         worker.discard()
     if state.offline:
         return
-    from evalpipe.sweeps import store as sweep_store
-
-    if sweep_store.serves(cfg):  # a point of an in-process sweep: the sweep's worker asks (`reuse`)
+    if _served_by_sweep(state):  # a point of an in-process sweep: the sweep's worker asks (`reuse`)
         return
     _open_here(state)
+
+
+def _served_by_sweep(state: RunState) -> bool:
+    from evalpipe.sweeps import store as sweep_store
+
+    cfg = state.cfg
+    try:
+        uri = cfg.tracking.uri
+    except Exception:  # no tracking.uri at all: not a point the sweep's worker serves
+        return False
+    return sweep_store.serves(bool(cfg.get("force")), bool(cfg.tracking.get("offline", False)), uri)
 
 
 def _worker_fits(state: RunState) -> bool:
@@ -150,7 +159,7 @@ def reuse(state: RunState) -> float | None:
     state.job = sweep.job_context(state.tracker, state.experiment_id)
     from evalpipe.sweeps import store as sweep_store
 
-    if state.tracker is None and state.worker is None and sweep_store.serves(state.cfg):
+    if state.tracker is None and state.worker is None and _served_by_sweep(state):
         reused = sweep_store.reuse_point(state) if state.job.sweep_id else None
         if reused is None:  # measured: with the store opened in this process, as before
             _open_here(state)
@@ -286,7 +295,7 @@ def measure(state: RunState) -> None:
     if state.prepared.skipped and checked.allow_skipped:
         err.print(f"[yellow]ranker {state.ranker_choice} skipped:[/] {mask_text(state.prepared.skipped)}")
     state.results, state.scores, state.figures = measure_cases(
-        state.cfg, state.prepared, fixture, state.counter.count, state.run_name, err, state.results
+        checked, state.prepared, fixture, state.counter.count, state.run_name, err, state.results
     )
     if state.figures.get("unknown_ids"):
         state.notes.append(unknown_ids(state.results, fixture.corpus).note())
@@ -320,7 +329,7 @@ def record(state: RunState) -> None:
     if state.interrupted is not None:
         status, state.failure = "KILLED", None
         state.judged = None  # judging may have been cut short: the strict figures only
-        state.scores = score(cfg, fixture, results) if results else None
+        state.scores = score(state.checked, fixture, results) if results else None
         state.figures = {"corpus_units": float(len(fixture.corpus)), "peak_memory_mb": peak_memory_mb()}
         name = signals.name_of(state.interrupted)
         state.why = f"{name} after {len(results)} of {len(fixture.cases)} cases"
@@ -332,7 +341,8 @@ def record(state: RunState) -> None:
     table = case_table(results, scores) if scores is not None else None
     if judged is not None and table is not None:
         judged.add_columns(table)
-    files = run_files(cfg, fixture, row, results, table, state.revision, state.notes)
+    masked = mask_config(state.checked.resolved, state.checked.raw)  # config.yaml and the params
+    files = run_files(masked, ks, fixture, row, results, table, state.revision, state.notes)
     if judged is not None:
         judged.add_files(files)
     run_tags = result_tags(state.tags, prepared, partial=state.interrupted is not None)
@@ -353,7 +363,6 @@ def record(state: RunState) -> None:
     if state.offline:  # where `evalpipe sync` uploads by default (a file-store path: it must be told)
         with contextlib.suppress(EvalpipeError):
             extra["intended_uri"] = tracking.normalise_uri(cfg.tracking.uri)
-    masked = mask_config(state.checked.resolved, OmegaConf.to_container(cfg, resolve=False))
     params = measurement_params(masked, state.ranker_choice, fixture.name)
     params.update(state.checked.split.params())  # the split measured, even when left at its defaults
     headline = lookup(metrics, state.objective)

@@ -310,10 +310,10 @@ def git_revision(root: Path = PROJECT_ROOT) -> str:
     return rev + ("-dirty" if dirty else "")
 
 
-def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Flatten a nested config into dotted keys with string values (MLflow params)."""
+def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Flatten a nested mapping into dotted keys with string values (MLflow params)."""
     out: dict[str, str] = {}
-    for key, value in cfg.items():
+    for key, value in values.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping) and value:
             out.update(flatten(value, name + "."))

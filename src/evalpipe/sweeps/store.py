@@ -473,16 +473,17 @@ class Pending:
 # --- a point of an in-process sweep -----------------------------------------------------------------
 
 
-def serves(cfg: Any) -> bool:
+def serves(force: bool, offline: bool, uri: str | None) -> bool:
     """Whether this job is a point of an in-process sweep whose store is the warm worker (and the
-    point may be reused: `force=true` measures it, with the store opened in the job's process)."""
+    point may be reused: `force=true` measures it, with the store opened in the job's process);
+    `uri` is the job's `tracking.uri`."""
     store = _point_store
-    if store is None or cfg.get("force") or cfg.tracking.get("offline", False):
+    if store is None or force or offline:
         return False
     from evalpipe.reporting.tracking import normalise_uri
 
     try:
-        return normalise_uri(cfg.tracking.uri) == store.uri
+        return normalise_uri(uri) == store.uri
     except Exception:
         return False
 
