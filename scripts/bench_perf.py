@@ -441,7 +441,7 @@ def section_imports(args: argparse.Namespace, tmp: Path) -> None:
             tops = top
             forbidden |= imported(proc.stderr) & set(IMPORT_FORBIDDEN)
         worker = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", "evalpipe.reporting.upload_worker"],
+            [sys.executable, "-X", "importtime", "-m", "evalpipe.tracking.upload_worker"],
             cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         worker_ms = import_profile(worker.stderr)[0] if worker.returncode == 0 else float("nan")

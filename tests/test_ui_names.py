@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from evalpipe.reporting import links
 from evalpipe.reporting.headline import clip
 from evalpipe.reporting.params import measurement_params
 from evalpipe.scoring.names import lookup, metric_name
 from evalpipe.sweeps.naming import point_name, round_floats
+from evalpipe.tracking import links
 
 
 @pytest.mark.parametrize(
