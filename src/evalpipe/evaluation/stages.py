@@ -31,6 +31,7 @@ from evalpipe.evaluation.files import case_table, run_files
 from evalpipe.evaluation.identity import config_hash, default_run_name, experiment_name, hydra_context
 from evalpipe.evaluation.measure import measure as measure_cases
 from evalpipe.evaluation.measure import result_tags, score
+from evalpipe.evaluation.runner import peak_memory_mb, prepare_ranker
 from evalpipe.evaluation.state import RunState
 from evalpipe.heap import freeze_startup_heap
 from evalpipe.inputs.fixture import Fixture
@@ -40,7 +41,6 @@ from evalpipe.reporting.local import PARTIAL_MARK
 from evalpipe.reporting.params import measurement_params
 from evalpipe.reporting.plots import plot_mode
 from evalpipe.reporting.report import ReportRow
-from evalpipe.runner import peak_memory_mb, prepare_ranker
 from evalpipe.safety import signals
 from evalpipe.safety.errors import EvalpipeError
 from evalpipe.safety.secrets import mask_config, mask_mapping, mask_text, register_config
@@ -61,7 +61,7 @@ def check(cfg: DictConfig) -> RunState:
     """Everything that can be checked before a case runs (and before MLflow is opened)."""
     from rich.console import Console
 
-    from evalpipe import preflight
+    from evalpipe.evaluation import preflight
     from evalpipe.judge.run import build_judge
 
     signals.install()

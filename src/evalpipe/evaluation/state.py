@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from evalpipe.preflight import Checked
+    from evalpipe.evaluation.preflight import Checked
+    from evalpipe.evaluation.runner import PreparedRanker
     from evalpipe.reporting.report import ReportRow
-    from evalpipe.runner import PreparedRanker
     from evalpipe.scoring.outcome import RunNotMeasured
     from evalpipe.scoring.results import CaseResult
     from evalpipe.scoring.run import RunScores

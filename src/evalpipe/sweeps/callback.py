@@ -129,7 +129,7 @@ class MLflowSweepCallback(Callback):
             raise SystemExit(2) from None
 
     def _start(self, config: DictConfig) -> None:
-        from evalpipe.preflight import check_sweep
+        from evalpipe.evaluation.preflight import check_sweep
         from evalpipe.safety.errors import EvalpipeError
         from evalpipe.sweeps import compose_once
         from evalpipe.sweeps.summary import swept_keys
