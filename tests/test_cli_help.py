@@ -46,7 +46,7 @@ def test_each_subcommand_has_its_own_help(name):
 def test_the_upload_worker_reads_the_same_list(monkeypatch):
     # One list: the worker started before dispatch leaves every command alone, and only those.
     from evalpipe.core import subcommands
-    from evalpipe.reporting import upload_worker
+    from evalpipe.tracking import upload_worker
 
     monkeypatch.delenv("EVALPIPE_UPLOAD_WORKER", raising=False)
     assert SUBCOMMANDS is subcommands.SUBCOMMANDS is upload_worker.SUBCOMMANDS

@@ -22,7 +22,7 @@ JUSTIFIED = {
     "safety/hydra_errors.py": "Hydra's errors turned into one line (names the valid keys)",
     "safety/secrets.py": "register_config: the entry's one conversion into containers",
     "fixture_check/cli.py": "the check-fixture command composes its own config (a command)",
-    "rankers/rrf.py": "a comment: hydra.utils.instantiate hands nested components as a DictConfig",
+    "rankers/fusion/rrf.py": "a comment: hydra.utils.instantiate hands nested components as a DictConfig",
     "inputs/fixture.py": "a type name in an error message (DictConfig reads as 'dict')",
     "judge/settings.py": "a comment: instantiate's headers mapping",
 }

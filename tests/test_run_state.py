@@ -32,7 +32,7 @@ def test_no_field_is_typed_any() -> None:
     untyped = [name for name, hint in hints.items() if hint is Any or Any in typing.get_args(hint)]
     assert untyped == []
     from evalpipe.judge.asking import Judge
-    from evalpipe.reporting.tracking import Tracker
+    from evalpipe.tracking.mlflow_store import Tracker
 
     assert hints["judge"] == Judge | None
     assert hints["tracker"] == Tracker | None

@@ -15,7 +15,7 @@ import importlib
 import sys
 
 if __name__ == "__main__":  # `python -m evalpipe`: start the upload worker before importing Hydra
-    from evalpipe.reporting import upload_worker
+    from evalpipe.tracking import upload_worker
 
     upload_worker.spawn_early(sys.argv[1:])
 
@@ -107,7 +107,7 @@ def _main() -> None:
         sys.exit(run(sys.argv[2:]))
     if any(a in ("--help", "-h") for a in sys.argv[1:]):
         print(usage())
-    from evalpipe.reporting import upload_worker
+    from evalpipe.tracking import upload_worker
 
     upload_worker.spawn_early(sys.argv[1:])  # imports MLflow on the other core while this run measures
     from evalpipe.evaluation import hydra_mode

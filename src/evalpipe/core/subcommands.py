@@ -2,7 +2,7 @@
 
 `evalpipe.__main__` dispatches a command line whose first word is one of these names to the
 command's `main(argv) -> exit code` before Hydra parses anything, and lists them in
-`evalpipe --help`; the upload worker (`reporting.upload_worker`) must know them too, because it
+`evalpipe --help`; the upload worker (`tracking.upload_worker`) must know them too, because it
 is started before that dispatch and a command is not a run with anything to upload. A command
 added here is dispatched, listed and left alone by the worker; nothing else names them.
 """
@@ -32,7 +32,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "evalpipe.judge.merge", "main", "add reviewed judge verdicts (judged.tsv) to a new fixture version"
     ),
     "sync": Subcommand(
-        "evalpipe.reporting.sync", "main", "upload runs saved offline (or while the store was down) to MLflow"
+        "evalpipe.tracking.sync", "main", "upload runs saved offline (or while the store was down) to MLflow"
     ),
     "gate": Subcommand(
         "evalpipe.gate.cli", "gate_main", "did a change make retrieval worse than a baseline? exit 0 / 1 / 2"

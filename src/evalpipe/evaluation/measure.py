@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from evalpipe.batching import run_search
+from evalpipe.evaluation.batching import run_search
+from evalpipe.evaluation.runner import PreparedRanker, peak_memory_mb
 from evalpipe.inputs.fixture import Fixture
-from evalpipe.runner import PreparedRanker, peak_memory_mb
 from evalpipe.scoring.outcome import unknown_ids
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import RunScores, score_results
@@ -20,7 +20,7 @@ from evalpipe.scoring.run import RunScores, score_results
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from evalpipe.preflight import Checked
+    from evalpipe.evaluation.preflight import Checked
 
 
 def score(checked: Checked, fixture: Fixture, results: list[CaseResult]) -> RunScores:
@@ -47,7 +47,7 @@ def measure(
     Cases are appended to `results` as they finish (what an interrupted run still has)."""
     from rich.markup import escape
 
-    from evalpipe.progress import case_progress
+    from evalpipe.evaluation.progress import case_progress
 
     ks, timeout_s = list(checked.ks), checked.timeout_s
     figures = {"index_build_seconds": prepared.build_seconds, "corpus_units": float(len(fixture.corpus))}

@@ -15,20 +15,20 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
     from rich.console import Console
 
+    from evalpipe.evaluation.preflight import Checked
+    from evalpipe.evaluation.runner import PreparedRanker
     from evalpipe.inputs.fixture import Fixture
     from evalpipe.judge.asking import Judge
     from evalpipe.judge.run import JudgeOutcome, NotJudged
-    from evalpipe.preflight import Checked
-    from evalpipe.reporting.record import Recording
     from evalpipe.reporting.report import ReportRow
-    from evalpipe.reporting.tracking import Tracker
-    from evalpipe.reporting.upload_worker import UploadWorker
-    from evalpipe.runner import PreparedRanker
     from evalpipe.scoring.outcome import RunNotMeasured
     from evalpipe.scoring.results import CaseResult
     from evalpipe.scoring.run import RunScores
     from evalpipe.scoring.tokens import TokenCounter
     from evalpipe.sweeps.job import JobContext
+    from evalpipe.tracking.mlflow_store import Tracker
+    from evalpipe.tracking.record import Recording
+    from evalpipe.tracking.upload_worker import UploadWorker
 
 
 @dataclass
@@ -51,7 +51,7 @@ class RunState:
     offline: bool = False
     tracker: Tracker | None = None
     experiment_id: str | None = None
-    #: the upload worker opening the store meanwhile (`reporting.upload_worker`), and its request
+    #: the upload worker opening the store meanwhile (`tracking.upload_worker`), and its request
     worker: UploadWorker | None = None
     open_request: int | None = None
     store_uri: str | None = None

@@ -198,3 +198,17 @@ def run_link_suffix(uri: str, experiment_id: str, run_id: str) -> str:
 
     url = run_url(uri, experiment_id, run_id)
     return f" ({mask_text(url)})" if url else ""
+
+
+def print_links(
+    console: Any, tracker: Any, experiment: str, experiment_id: str, run_id: str, run_name: str
+) -> None:
+    """Where a single run is in MLflow (printed after its tables, once it is uploaded)."""
+    from rich.markup import escape  # lazy: rich, only to print (the upload worker imports links)
+
+    console.print(
+        f"MLflow: experiment [bold]{escape(experiment)}[/] · run [bold]{run_id}[/] ({escape(run_name)})",
+        highlight=False,
+    )
+    for line in ui_lines(tracker.uri, experiment_id, run_id, tracker.ui_command):
+        console.print(escape(line), highlight=False, soft_wrap=True)
