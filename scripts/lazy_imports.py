@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "src"
 PACKAGES = ("evalpipe", "hydra_plugins")
+LINE_LENGTH = 110  # ruff's, pyproject.toml
 
 
 @dataclass
@@ -52,7 +53,7 @@ def module_name(path: Path) -> str:
 
 def lazy_comment(lines: list[str], node: ast.stmt) -> str:
     """The `# lazy:` comment on the statement's first line, or on the comment line just above the
-    block of consecutive imports it belongs to."""
+    block of consecutive imports it belongs to (blank lines between import groups included)."""
     first = lines[node.lineno - 1]
     if "# lazy:" in first:
         return first.split("# lazy:", 1)[1].strip()
@@ -61,7 +62,7 @@ def lazy_comment(lines: list[str], node: ast.stmt) -> str:
         text = lines[i].strip()
         if text.startswith("# lazy:"):
             return text.split("# lazy:", 1)[1].strip()
-        if text.startswith(("import ", "from ")) or (text and text[0] in ")" or text.endswith(",")):
+        if not text or text.startswith(("import ", "from ")) or text[0] in ")" or text.endswith(","):
             i -= 1
             continue
         break
@@ -173,18 +174,29 @@ def cheap(f: Lazy, threshold_ms: float) -> bool:
     return not f.in_try and f.ms < threshold_ms and not third_party(f)
 
 
+#: Packages worth naming when an import pulls them in (the ones that cost start-up time).
+HEAVY = (
+    "mlflow", "sqlalchemy", "pandas", "matplotlib", "torch", "sentence_transformers", "transformers",
+    "onnxruntime", "onnx", "chromadb", "ray", "optuna", "openai", "anthropic", "scipy", "numpy",
+    "hydra", "omegaconf", "rich", "bm25s", "Stemmer", "tiktoken", "tree_sitter", "yaml", "requests",
+)  # fmt: skip
+
+
 def what(group: list[Lazy]) -> str:
-    """`mlflow, rich (~720 ms)`: the packages a block of lazy imports keeps out of start-up."""
+    """`mlflow, rich, ~720 ms`: what a block of lazy imports keeps out of start-up."""
     names: list[str] = []
     for f in group:
-        for n in third_party(f) or [f"evalpipe {f.statement.split()[1]}"]:
+        target = f.statement.split()[1]
+        top = target.split(".")[0]
+        own = [target] if top in PACKAGES else [top] if top in third_party(f) else []
+        for n in own + [h for h in HEAVY if h in f.new]:
             if n not in names:
                 names.append(n)
     ms = sum(f.ms for f in group)
     cost = f"~{ms:.0f} ms" if ms >= 1 else "<1 ms"
-    optional = " (optional: may be absent)" if any(f.in_try for f in group) else ""
+    optional = " (in a try)" if any(f.in_try for f in group) else ""
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-    return f"{shown}, {cost}{optional}"
+    return f"{shown or 'standard library'}, {cost}{optional}"
 
 
 def bound_names(node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -278,7 +290,11 @@ def apply(found: list[Lazy], threshold_ms: float) -> tuple[int, int]:
         for block in blocks:
             first = lines[block[0].line - 1]
             indent = first[: len(first) - len(first.lstrip())]
-            inserts[block[0].line] = f"{indent}# lazy: {what(block)}\n"
+            comment = f"{indent}# lazy: {what(block)}"
+            if len(comment) > LINE_LENGTH:  # fewer names
+                names, _, rest = what(block).rpartition(", ~")
+                comment = f"{indent}# lazy: {names.split(', ')[0]}, ..., ~{rest}"
+            inserts[block[0].line] = comment + "\n"
             commented += len(block)
         removed: set[int] = set()
         top_statements: list[str] = []

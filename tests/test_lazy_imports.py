@@ -34,8 +34,10 @@ def test_the_finder_reads_a_comment_on_the_line_or_above_the_block(tmp_path: Pat
         "    # lazy: mlflow, ~700 ms\n"
         "    import mlflow\n"
         "    from mlflow import entities\n\n"
+        "    from evalpipe import paths\n"
+        "    x = 1\n"
         "    import json\n"
-        "    return os, mlflow, entities, json\n\n\n"
+        "    return os, mlflow, entities, paths, x, json\n\n\n"
         "def g():\n"
         "    import rich  # lazy: rich, ~30 ms\n"
         "    return rich\n"
@@ -44,7 +46,8 @@ def test_the_finder_reads_a_comment_on_the_line_or_above_the_block(tmp_path: Pat
     assert found == [
         ("import mlflow", "mlflow, ~700 ms"),
         ("from mlflow import entities", "mlflow, ~700 ms"),
-        ("import json", ""),  # a blank line ends the block the comment covers
+        ("from evalpipe import paths", "mlflow, ~700 ms"),  # blank lines between groups: one block
+        ("import json", ""),  # any other statement ends the block the comment covers
         ("import rich", "rich, ~30 ms"),
     ]
 

@@ -45,6 +45,7 @@ def usage() -> str:
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
 def hydra_main(cfg: DictConfig) -> float:
+    # lazy: evalpipe.app, numpy, ~128 ms
     from evalpipe.app import evaluate
 
     return evaluate(cfg)
@@ -55,6 +56,7 @@ def main() -> None:
     try:
         _main()
     except BrokenPipeError:
+        # lazy: standard library, <1 ms (in a try)
         import os
 
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -76,6 +78,7 @@ def exit_now(code: object) -> None:
     worker, logging, joblib/Ray shutdowns; stdout/stderr flushed) and then leaves with
     `os._exit`.
     """
+    # lazy: standard library, ~1 ms
     import atexit
     import contextlib
     import os
@@ -99,6 +102,7 @@ def exit_now(code: object) -> None:
 
 
 def _main() -> None:
+    # lazy: evalpipe.safety, ~3 ms
     from evalpipe.safety import signals
 
     if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
@@ -107,9 +111,11 @@ def _main() -> None:
         sys.exit(run(sys.argv[2:]))
     if any(a in ("--help", "-h") for a in sys.argv[1:]):
         print(usage())
+    # lazy: evalpipe.tracking, ~11 ms
     from evalpipe.tracking import upload_worker
 
     upload_worker.spawn_early(sys.argv[1:])  # imports MLflow on the other core while this run measures
+    # lazy: evalpipe.evaluation, evalpipe.safety, ~5 ms
     from evalpipe.evaluation import hydra_mode
     from evalpipe.safety import hydra_errors
 

@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # lazy: rich, ~24 ms
     from rich.console import Console
 
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -155,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CompareError as exc:
         print_error(exc, prog="evalpipe compare")
         return 2
+    # lazy: rich, ~18 ms
     from rich.markup import escape
 
     for note in reuse_notes:  # how each reused sweep point was compared
@@ -176,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.experiment:
             experiment_id = client.get_experiment_by_name(args.experiment).experiment_id
         run_id = log_comparison(tracker, result, text, experiment_id, args, diffs)
+        # lazy: evalpipe.tracking.links, ~4 ms
         from evalpipe.tracking.links import run_link_suffix
 
         link = run_link_suffix(tracker.uri, experiment_id, run_id)

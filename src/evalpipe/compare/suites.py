@@ -25,6 +25,7 @@ def is_suite_run(run: Any) -> bool:
 
 def members_of(client: Any, run: Any) -> dict[str, Any]:
     """{fixture: its FINISHED run} under suite run `run`."""
+    # lazy: evalpipe.sweeps.summary, yaml, ~40 ms
     from evalpipe.sweeps.summary import search_all
 
     found = search_all(client, f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")

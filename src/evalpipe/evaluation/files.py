@@ -46,6 +46,7 @@ def case_table(results: list[CaseResult], scores: RunScores) -> dict[str, list[A
 
 def trec_run_text(results: list[CaseResult], tag: str) -> str:
     """The run as a TREC run file, so it can be re-scored with trec_eval or ranx."""
+    # lazy: evalpipe.inputs.trec, ~2 ms
     from evalpipe.inputs.trec import write_trec_run
 
     with tempfile.TemporaryDirectory(prefix="evalpipe-") as tmp:

@@ -45,6 +45,7 @@ def measure(
     """Run and score every case (nothing for a skipped ranker); also the build/eval cost figures.
 
     Cases are appended to `results` as they finish (what an interrupted run still has)."""
+    # lazy: rich, evalpipe.evaluation.progress, ~19 ms
     from rich.markup import escape
 
     from evalpipe.evaluation.progress import case_progress

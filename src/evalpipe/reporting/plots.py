@@ -24,6 +24,7 @@ DPI = 110
 
 
 def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.2) -> tuple[Any, list[Any]]:
+    # lazy: matplotlib, numpy, ~374 ms
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width * ncols, height), dpi=DPI, layout="constrained")
@@ -32,6 +33,7 @@ def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.2) -> tuple[An
 
 
 def _png(fig: Any) -> bytes:
+    # lazy: matplotlib, numpy, ~249 ms
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
@@ -143,6 +145,7 @@ def run_figures(scores: RunScores, latency_us: Sequence[int] | None, mode: str) 
     if mode == "none":
         return {}
     if mode == "recall":
+        # lazy: evalpipe.reporting.svg_plots, ~4 ms
         from evalpipe.reporting.svg_plots import recall_curve_svg
 
         return {"recall_at_k.svg": recall_curve_svg(scores).encode("utf-8")}

@@ -34,6 +34,7 @@ def point_line(job_num: int | None, name: str, metrics: Mapping[str, float], run
 
 def print_point(console: Any, job: Any, run_name: str, row: Any, run_id: str) -> None:
     """A sweep point's one line."""
+    # lazy: evalpipe.scoring.run, numpy, ~84 ms
     from evalpipe.scoring.run import flat_metrics
 
     metrics = flat_metrics(row.scores) if row.scores is not None else {}

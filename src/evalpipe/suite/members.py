@@ -76,6 +76,7 @@ def run_member(
 
 def saved(out_dir: Path) -> tuple[str, str, dict[str, float]]:
     """(run ID, status, metrics) of the run saved in `out_dir` (its run_info.json and metrics.json)."""
+    # lazy: evalpipe.reporting.local, ~8 ms
     from evalpipe.reporting.local import INFO_FILE
 
     try:

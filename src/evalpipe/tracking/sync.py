@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.reporting.local import SavedRun, find_saved_runs, load_run, update_info
+from evalpipe.safety.errors import EvalpipeError, print_error
+from evalpipe.safety.secrets import mask_text
 
 LOCAL_ID_TAG = "evalpipe.local_id"
 UPLOAD_TAG = "evalpipe.upload"
@@ -26,6 +28,7 @@ SUPERSEDED_TAG = "evalpipe.superseded_by"
 def upload_saved(tracker: Any, run_id: str, saved: SavedRun) -> None:
     """Log a saved run's metrics, params, tags, dataset inputs (fixture, corpus), artifact files and
     case table into `run_id`."""
+    # lazy: evalpipe.tracking, evalpipe.tracking.datasets, ~19 ms
     from evalpipe.tracking import mlflow_store
     from evalpipe.tracking.datasets import log_saved_inputs
 
@@ -66,7 +69,7 @@ def _runs_with_local_id(tracker: Any, experiment_id: str, local_id: str) -> list
 
 def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
     """Upload one saved run unless it is already there; return what happened (one line)."""
-    from evalpipe.safety.secrets import mask_text
+    # lazy: evalpipe.tracking, evalpipe.tracking.links, ~15 ms
     from evalpipe.tracking import mlflow_store
     from evalpipe.tracking.links import run_link_suffix
 
@@ -128,7 +131,6 @@ def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
 def main(argv: list[str]) -> int:
     """`evalpipe sync [--tracking-uri URI] DIR...`: 0 when every run is in the store, 1 if an upload
     failed, 2 for bad input (nothing saved there, store unavailable)."""
-    from evalpipe.safety.errors import EvalpipeError, print_error
 
     parser = argparse.ArgumentParser(
         prog="evalpipe sync",

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -222,9 +224,9 @@ def _at_exit() -> None:
 
 def _warm() -> None:
     """Import what opening a store and uploading need, before the first request comes."""
-    import gc
 
     gc.disable()  # importing MLflow allocates ~340k objects: collections would walk them repeatedly
+    # lazy: mlflow, pandas, scipy, ..., ~2628 ms
     import mlflow  # noqa: F401
     from mlflow.tracking import MlflowClient  # noqa: F401
 
@@ -232,6 +234,7 @@ def _warm() -> None:
     from evalpipe.tracking import datasets, links, mlflow_store, sync  # noqa: F401
 
     with contextlib.suppress(Exception):  # the default store: SQLite through SQLAlchemy
+        # lazy: sqlalchemy, mlflow, pandas, ..., ~2161 ms
         import sqlalchemy.orm
         from mlflow.store.tracking import sqlalchemy_store  # noqa: F401
 
@@ -262,6 +265,7 @@ class _Serve:
     def _handle(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req.get("op")
         if op == "open":
+            # lazy: evalpipe.tracking, ~10 ms
             from evalpipe.tracking import links, mlflow_store
 
             self.tracker, self.experiment_id = mlflow_store.open_experiment(req["uri"], req["experiment"])
@@ -281,6 +285,7 @@ class _Serve:
             self.open_runs.add(run.info.run_id)
             return {"run_id": run.info.run_id}
         if op == "upload":
+            # lazy: evalpipe.reporting.local, evalpipe.tracking.sync, ~17 ms
             from evalpipe.reporting.local import load_run
             from evalpipe.tracking.sync import upload_saved
 
@@ -290,6 +295,7 @@ class _Serve:
             client.log_artifacts(req["run_id"], req["dir"], artifact_path=req.get("subdir") or None)
             return {}
         if op == "finish":
+            # lazy: evalpipe.reporting.local, evalpipe.tracking.sync, ~18 ms
             from evalpipe.reporting.local import load_run
             from evalpipe.tracking.sync import finish_upload
 
@@ -297,6 +303,7 @@ class _Serve:
             self.open_runs.discard(req["run_id"])
             return {}
         if op == "sweep":
+            # lazy: evalpipe.sweeps.store, ~9 ms
             from evalpipe.sweeps.store import serve
 
             return serve(self, req)
@@ -315,12 +322,12 @@ class _Serve:
 
 
 def serve() -> None:
-    import signal
 
     for name in ("SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGPIPE"):
         if hasattr(signal, name):  # only the parent tells this process what to do (or kill/EOF)
             signal.signal(getattr(signal, name), signal.SIG_IGN)
     _warm()
+    # lazy: evalpipe.safety.errors, ~3 ms
     from evalpipe.safety.errors import EvalpipeError
 
     server = _Serve()

@@ -75,6 +75,7 @@ def init_options(init_kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[str]
 
 def start_ray(init_kwargs: dict[str, Any]) -> None:
     """Start a local Ray instance or join a cluster (once per process); a local one stops at exit."""
+    # lazy: ray, requests, ~318 ms
     import ray
 
     if ray.is_initialized():
@@ -120,6 +121,7 @@ def run_in_worker(
     A job's SystemExit (evalpipe's "bad input, exit 2", an interrupted point's 130) is returned,
     not raised: raised in a Ray task it would end the worker and look like a crash.
     """
+    # lazy: ray, requests, ~314 ms
     import ray
 
     setup_globals()
@@ -195,6 +197,7 @@ def lost_return(cfg: DictConfig, overrides: Sequence[str]) -> JobReturn:
 def launch(
     launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> Sequence[JobReturn]:
+    # lazy: ray, requests, ~310 ms
     import ray
 
     setup_globals()
@@ -264,6 +267,7 @@ def _collect(
     ref: Any, idx: int, batch: Sequence[Sequence[str]], i: int, cfg: DictConfig, on_cluster: bool
 ) -> tuple[JobReturn, int]:
     """(the job's JobReturn, its non-zero SystemExit code or 0); a lost task gets one line and NaN."""
+    # lazy: ray, requests, ~305 ms
     import ray
 
     try:
@@ -283,6 +287,7 @@ def _collect(
 
 
 def _cancel(refs: list[Any], grace_s: float) -> None:
+    # lazy: ray, requests, ~306 ms
     import ray
 
     if not refs:
