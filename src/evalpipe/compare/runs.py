@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.stats.comparison import CASES_ARTIFACT, CompareError, RunCases, cases_from_rows
-from evalpipe.sweeps.reuse import REUSED_TAG, is_reuse
+from evalpipe.tracking.reuse import REUSED_TAG, is_reuse
 
 EXCLUDED_ROLES = ("parent", "compare", "gate")
 
@@ -71,8 +71,8 @@ def resolve_prefix(client: Any, prefix: str) -> str:
             f"run ID {prefix!r} is neither a 32-character run ID nor a prefix of at least "
             f"{MIN_PREFIX} hex digits"
         )
-    # lazy: evalpipe.sweeps.summary, yaml, ~48 ms
-    from evalpipe.sweeps.summary import search_all
+    # lazy: evalpipe.tracking.sweep_summary, yaml, ~48 ms
+    from evalpipe.tracking.sweep_summary import search_all
 
     matches = sorted({r.info.run_id for r in search_all(client, "") if r.info.run_id.startswith(prefix)})
     if not matches:
@@ -106,8 +106,8 @@ def select_runs(client: Any, args: argparse.Namespace) -> tuple[list[Any], list[
         failed = _search(client, [exp.experiment_id], "attributes.status = 'FAILED'")
         runs += [r for r in failed if r.data.tags.get("evalpipe.skipped")]
     else:
-        # lazy: evalpipe.sweeps.summary, yaml, ~46 ms
-        from evalpipe.sweeps.summary import search_all, sweep_run_ids
+        # lazy: evalpipe.tracking.sweep_summary, yaml, ~46 ms
+        from evalpipe.tracking.sweep_summary import search_all, sweep_run_ids
 
         ids = sweep_run_ids(client, args.sweep)
         if not ids:
@@ -165,8 +165,8 @@ def load_cases(client: Any, run: Any) -> RunCases:
     A reused sweep point is read as the run it reuses (through any chain of reuses): its figures
     are that run's and its per-case table is there; `aliases` and `reuse_line` record the point."""
 
-    # lazy: evalpipe.sweeps.measured, ~2 ms
-    from evalpipe.sweeps.measured import MissingOriginal, follow
+    # lazy: evalpipe.tracking.measured, ~2 ms
+    from evalpipe.tracking.measured import MissingOriginal, follow
 
     if is_reuse(run):
         try:

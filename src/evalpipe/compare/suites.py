@@ -25,8 +25,8 @@ def is_suite_run(run: Any) -> bool:
 
 def members_of(client: Any, run: Any) -> dict[str, Any]:
     """{fixture: its FINISHED run} under suite run `run`."""
-    # lazy: evalpipe.sweeps.summary, yaml, ~40 ms
-    from evalpipe.sweeps.summary import search_all
+    # lazy: evalpipe.tracking.sweep_summary, yaml, ~40 ms
+    from evalpipe.tracking.sweep_summary import search_all
 
     found = search_all(client, f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
     out = {}

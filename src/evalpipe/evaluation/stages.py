@@ -117,7 +117,7 @@ def open_store(state: RunState) -> None:
 
 def _served_by_sweep(state: RunState) -> bool:
     # lazy: evalpipe.sweeps, ~8 ms
-    from evalpipe.sweeps import store as sweep_store
+    from evalpipe.tracking import sweep_store as sweep_store
 
     cfg = state.cfg
     try:
@@ -130,7 +130,7 @@ def _served_by_sweep(state: RunState) -> bool:
 def _worker_fits(state: RunState) -> bool:
     """A single run that needs no store lookup before its cases, with MLflow not yet imported."""
     # lazy: evalpipe.sweeps, ~3 ms
-    from evalpipe.sweeps import job as sweep
+    from evalpipe.tracking import sweep_job as sweep
 
     cfg = state.cfg
     if "mlflow" in sys.modules or cfg.get("traces", False):
@@ -158,15 +158,15 @@ def _open_here(state: RunState) -> None:
 def reuse(state: RunState) -> float | None:
     """The run's identity; inside a sweep, a point already measured is reused (its objective)."""
     # lazy: evalpipe.sweeps, evalpipe.tracking, ~11 ms
-    from evalpipe.sweeps import job as sweep
     from evalpipe.tracking import mlflow_store
+    from evalpipe.tracking import sweep_job as sweep
 
     state.revision = mlflow_store.git_revision()
     fixture = state.fixture
     state.chash = config_hash(state.checked.resolved, fixture.sha256, code_fingerprint())
     state.job = sweep.job_context(state.tracker, state.experiment_id)
     # lazy: evalpipe.sweeps, ~3 ms
-    from evalpipe.sweeps import store as sweep_store
+    from evalpipe.tracking import sweep_store as sweep_store
 
     if state.tracker is None and state.worker is None and _served_by_sweep(state):
         reused = sweep_store.reuse_point(state) if state.job.sweep_id else None
@@ -175,8 +175,8 @@ def reuse(state: RunState) -> float | None:
         return reused
     if state.tracker is None or not state.job.sweep_id or state.cfg.get("force"):
         return None
-    # lazy: evalpipe.sweeps.reuse, ~1 ms
-    from evalpipe.sweeps.reuse import find_reusable, reuse_point
+    # lazy: evalpipe.tracking.reuse, ~1 ms
+    from evalpipe.tracking.reuse import find_reusable, reuse_point
 
     done = find_reusable(state.tracker, state.experiment_id, state.chash, code_fingerprint(), fixture.sha256)
     if done is None:
@@ -211,7 +211,7 @@ def start(state: RunState) -> None:
         "evalpipe.corpus_sha256": fixture.corpus.sha256,
         "evalpipe.ranker": state.ranker_choice,
         "evalpipe.config_hash": state.chash,
-        "evalpipe.code_fingerprint": code_fingerprint(),  # sweeps.reuse asks by it
+        "evalpipe.code_fingerprint": code_fingerprint(),  # tracking.reuse asks by it
         "evalpipe.token_counter": counter.method,
         "evalpipe.objective": state.objective,
     }

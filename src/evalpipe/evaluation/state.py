@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from evalpipe.scoring.results import CaseResult
     from evalpipe.scoring.run import RunScores
     from evalpipe.scoring.tokens import TokenCounter
-    from evalpipe.sweeps.job import JobContext
     from evalpipe.tracking.mlflow_store import Tracker
     from evalpipe.tracking.record import Recording
+    from evalpipe.tracking.sweep_job import JobContext
     from evalpipe.tracking.upload_worker import UploadWorker
 
 

@@ -17,7 +17,7 @@ from evalpipe.compare.runs import get_run as compare_get_run
 from evalpipe.compare.runs import load_cases
 from evalpipe.gate.model import DataId, FixtureKey, FixtureRun, GateError, Side, looks_like_run_id, split_of
 from evalpipe.stats.comparison import CompareError, cases_from_rows
-from evalpipe.sweeps.reuse import is_reuse, original_run_id
+from evalpipe.tracking.reuse import is_reuse, original_run_id
 
 PARENT_TAG = "mlflow.parentRunId"
 #: Child runs that are not measurements (a comparison or a gate logged under a run).
@@ -72,8 +72,8 @@ def store_fixture_run(client: Any, run: Any) -> FixtureRun:
 
 def child_runs(client: Any, run_id: str) -> list[Any]:
     """Measurement runs whose parent is `run_id` (in any experiment: a suite spans fixtures)."""
-    # lazy: evalpipe.sweeps.summary, yaml, ~47 ms
-    from evalpipe.sweeps.summary import search_all
+    # lazy: evalpipe.tracking.sweep_summary, yaml, ~47 ms
+    from evalpipe.tracking.sweep_summary import search_all
 
     children = search_all(client, f"tags.`{PARENT_TAG}` = '{run_id}'")
     children = [c for c in children if c.data.tags.get("evalpipe.role") not in NOT_MEASUREMENTS]

@@ -9,14 +9,28 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
     from evalpipe.scoring.run import RunScores
-    from evalpipe.sweeps.summary import SweepRow
+
+
+class SweepRow(Protocol):
+    """What a sweep plot reads of a point (`tracking.sweep_summary.SweepRow` is one): the store
+    layer collects the points, this module only draws them, so it does not import that layer."""
+
+    @property
+    def values(self) -> Mapping[str, str]: ...
+
+    @property
+    def metrics(self) -> Mapping[str, float]: ...
+
+    @property
+    def measured(self) -> bool: ...
+
 
 #: More lines than this in one panel become an unlabelled scatter (a legend would be unreadable).
 MAX_LINES = 10

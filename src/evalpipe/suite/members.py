@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalpipe.sweeps.job import link_env
+from evalpipe.tracking.sweep_job import link_env
 
 MEMBER_ROLE = "suite_member"
 SUITE_TAG = "evalpipe.suite"

@@ -38,8 +38,8 @@ def evaluate_suite(cfg: DictConfig) -> float:
 
     # lazy: evalpipe.suite.spec, evalpipe.sweeps, evalpipe.tracking, ~19 ms
     from evalpipe.suite.spec import check_suite, conf_dirs, fixture_options
-    from evalpipe.sweeps import job as sweep_job
     from evalpipe.tracking import mlflow_store
+    from evalpipe.tracking import sweep_job as sweep_job
 
     signals.install()
     register_config(cfg)

@@ -5,7 +5,7 @@ the whole sweep. It creates the store and experiment once (several jobs creating
 a fresh SQLite store at the same time corrupt it), opens the parent run before
 any job starts, and hands its ID to the jobs through the environment (inherited
 by the basic launcher's in-process jobs and by joblib/loky and local Ray workers).
-Jobs tag themselves as children (`evalpipe.sweeps.job.job_context`). At the end the
+Jobs tag themselves as children (`evalpipe.tracking.sweep_job.job_context`). At the end the
 parent collects the children and the runs reused by resume and logs
 summary.md / summary.csv / plots and best/<metric>.
 
@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from evalpipe.safety.errors import EvalpipeError, fail, print_error
 from evalpipe.safety.secrets import mask_lines, mask_override, mask_text
-from evalpipe.sweeps.job import (
+from evalpipe.tracking.sweep_job import (
     PARENT_ENV,
     ROLE_TAG,
     SWEEP_ENV,
@@ -42,7 +42,14 @@ from evalpipe.sweeps.job import (
     link_env,
     sweep_id_for,
 )
-from evalpipe.sweeps.store import ORPHAN_REASON, ORPHAN_TAG, LocalStore, Opened, WorkerStore, set_point_store  # noqa: F401
+from evalpipe.tracking.sweep_store import (  # noqa: F401
+    ORPHAN_REASON,
+    ORPHAN_TAG,
+    LocalStore,
+    Opened,
+    WorkerStore,
+    set_point_store,
+)
 
 URI_ENV = "MLFLOW_TRACKING_URI"
 ENV_KEYS = (PARENT_ENV, SWEEP_ENV, SWEPT_ENV, URI_ENV)
@@ -115,8 +122,8 @@ class MLflowSweepCallback(Callback):
         self._holdout: Any = None
         self._launcher = ""
         self._plotter: Any = None  # reporting.plot_worker.PlotWorker, importing matplotlib meanwhile
-        self._store: Any = None  # sweeps.store.LocalStore or WorkerStore
-        self._pending: Any = None  # sweeps.store.Pending: the parent run, being created by the worker
+        self._store: Any = None  # tracking.sweep_store.LocalStore or WorkerStore
+        self._pending: Any = None  # tracking.sweep_store.Pending: the parent run, being created by the worker
         self._experiment = ""
         self._sweeper = ""
 
@@ -144,9 +151,9 @@ class MLflowSweepCallback(Callback):
         # lazy: evalpipe.evaluation.preflight, numpy, ~83 ms
         from evalpipe.evaluation.preflight import check_sweep
 
-        # lazy: evalpipe.sweeps, evalpipe.sweeps.summary, numpy, ~98 ms
+        # lazy: evalpipe.sweeps, evalpipe.tracking.sweep_summary, numpy, ~98 ms
         from evalpipe.sweeps import compose_once
-        from evalpipe.sweeps.summary import swept_keys
+        from evalpipe.tracking.sweep_summary import swept_keys
 
         compose_once.install()  # each job's config composed once (the check's copy goes to the launcher)
         try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
@@ -404,14 +411,14 @@ class MLflowSweepCallback(Callback):
     def _print_summary(self, store: Any, parent: str, status: str) -> None:
         """The top points by the objective, the best point, and where the summary and parent run are."""
 
-        # lazy: rich, evalpipe.sweeps.summary, numpy, ..., ~153 ms
+        # lazy: rich, evalpipe.tracking.sweep_summary, numpy, ..., ~153 ms
         from rich import box
         from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
 
-        from evalpipe.sweeps.summary import best_line, points_table, top_points
         from evalpipe.tracking.links import ui_lines
+        from evalpipe.tracking.sweep_summary import best_line, points_table, top_points
 
         console = Console(width=None if sys.stdout.isatty() else 160)
         top = top_points(self._rows, self._objective)
@@ -465,8 +472,8 @@ class MLflowSweepCallback(Callback):
         from evalpipe.reporting.headline import NOTE_TAG, clip
         from evalpipe.reporting.plots import sweep_plots
 
-        # lazy: evalpipe.sweeps.summary, numpy, ~90 ms
-        from evalpipe.sweeps.summary import (
+        # lazy: evalpipe.tracking.sweep_summary, numpy, ~90 ms
+        from evalpipe.tracking.sweep_summary import (
             best_metric_names,
             best_points,
             summary_csv,

@@ -37,7 +37,7 @@ import yaml
 from evalpipe.reporting.report import markdown_table
 from evalpipe.safety.secrets import mask_text
 from evalpipe.scoring.names import lookup, metric_name
-from evalpipe.sweeps.summary import (
+from evalpipe.tracking.sweep_summary import (
     HOLDOUT_DIR,  # reused_runs skips this folder
     top_points,
 )

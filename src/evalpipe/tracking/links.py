@@ -81,7 +81,7 @@ NAME_COLUMN = "attributes.`Run Name`"
 #: Column widths (px): a run name such as `bm25 k1=0.9 b=0.4 fields=[title]`; a metric's first 6 digits.
 NAME_WIDTH = 260
 METRIC_WIDTH = 90
-#: A reused sweep point carries this tag (`evalpipe.sweeps.reuse.REUSED_TAG`; not imported: links
+#: A reused sweep point carries this tag (`evalpipe.tracking.reuse.REUSED_TAG`; not imported: links
 #: is imported by every run, reuse by sweeps only).
 REUSED_TAG = "evalpipe.reused_run_id"
 

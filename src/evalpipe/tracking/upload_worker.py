@@ -12,10 +12,10 @@ builds the index and runs the cases. The parent then only sends requests over a 
     files  -> extra artifacts (the plots), from a directory the parent wrote
     finish -> the upload marker and the saved status and end time
     abandon-> end the run FAILED or KILLED
-    sweep  -> a sweep's store operation (`sweeps.store`: its parent run, reused points, summary)
+    sweep  -> a sweep's store operation (`tracking.sweep_store`: its parent run, reused points, summary)
 
 A sweep (`-m`) starts the worker too (`wanted_sweep`): its parent process then asks the worker
-for every store operation instead of importing MLflow itself (`sweeps.store.WorkerStore`).
+for every store operation instead of importing MLflow itself (`tracking.sweep_store.WorkerStore`).
 
 Replies come back in order, one JSON line each. What stays true with the worker:
 
@@ -230,8 +230,7 @@ def _warm() -> None:
     import mlflow  # noqa: F401
     from mlflow.tracking import MlflowClient  # noqa: F401
 
-    from evalpipe.sweeps import reuse, store, summary  # noqa: F401  (a sweep's requests)
-    from evalpipe.tracking import datasets, links, mlflow_store, sync  # noqa: F401
+    from evalpipe.tracking import datasets, links, mlflow_store, reuse, sweep_store, sweep_summary, sync  # noqa: F401  (a sweep's requests)  # noqa: F401
 
     with contextlib.suppress(Exception):  # the default store: SQLite through SQLAlchemy
         # lazy: sqlalchemy, mlflow, pandas, ..., ~2161 ms
@@ -252,7 +251,7 @@ class _Serve:
         self.open_runs: set[str] = set()
         #: runs one of whose upload steps failed: later steps must not mark them complete
         self.failed_runs: set[str] = set()
-        self.sweep_store: Any = None  # sweeps.store.LocalStore on `tracker`, for `sweep` requests
+        self.sweep_store: Any = None  # tracking.sweep_store.LocalStore on `tracker`, for `sweep` requests
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -303,8 +302,8 @@ class _Serve:
             self.open_runs.discard(req["run_id"])
             return {}
         if op == "sweep":
-            # lazy: evalpipe.sweeps.store, ~9 ms
-            from evalpipe.sweeps.store import serve
+            # lazy: evalpipe.tracking.sweep_store, ~9 ms
+            from evalpipe.tracking.sweep_store import serve
 
             return serve(self, req)
         if op == "abandon":

@@ -10,7 +10,7 @@ point has to be measured (the measured point opens the store in its own process,
     open, create_parent   the experiment and the parent run (sent at the start, answered
                           while Hydra composes the jobs; `Pending.wait` before the first job)
     find                  a point's reusable run, from one query for the whole sweep
-                          (`sweeps.reuse.finished_by_hash`)
+                          (`tracking.reuse.finished_by_hash`)
     record                the reuse child of that point (not waited for: its reply, the child's
                           ID, comes back while the next point composes; `flush` writes it into
                           the point's `reused_run.json`)
@@ -106,8 +106,8 @@ class LocalStore:
         fixture_sha: str,
     ) -> dict[str, Any] | None:
         """The FINISHED run a point with this config hash can reuse, as plain data (or None)."""
-        # lazy: evalpipe.sweeps.reuse, ~1 ms
-        from evalpipe.sweeps.reuse import find_reusable
+        # lazy: evalpipe.tracking.reuse, ~1 ms
+        from evalpipe.tracking.reuse import find_reusable
 
         experiment_id = self.experiment(experiment, ks, objective)
         done = find_reusable(self.tracker, experiment_id, config_hash, fingerprint, fixture_sha)
@@ -121,9 +121,9 @@ class LocalStore:
         }
 
     def record(self, run_id: str, experiment_id: str, job_tags: Mapping[str, str], run_name: str) -> str:
-        """The reuse child of a point `find` answered (`sweeps.reuse.record_reuse`); its run ID."""
-        # lazy: evalpipe.sweeps.reuse, ~1 ms
-        from evalpipe.sweeps.reuse import record_reuse
+        """The reuse child of a point `find` answered (`tracking.reuse.record_reuse`); its run ID."""
+        # lazy: evalpipe.tracking.reuse, ~1 ms
+        from evalpipe.tracking.reuse import record_reuse
 
         done = self._found.get(run_id) or self.tracker.client.get_run(run_id)
         return record_reuse(self.tracker, experiment_id, done, dict(job_tags), run_name)
@@ -168,8 +168,8 @@ class LocalStore:
         return left
 
     def collect_rows(self, parent: str, sweep_dir: str, keys: Sequence[str], since: float) -> list[Any]:
-        # lazy: evalpipe.sweeps.summary, numpy, yaml, ~110 ms
-        from evalpipe.sweeps.summary import collect_rows
+        # lazy: evalpipe.tracking.sweep_summary, numpy, yaml, ~110 ms
+        from evalpipe.tracking.sweep_summary import collect_rows
 
         return collect_rows(self.tracker.client, parent, sweep_dir, list(keys), since=since)
 
@@ -403,8 +403,8 @@ class WorkerStore:
         return self.local().upload_saved_points(sweep_dir) if reply is None else int(reply["left"])
 
     def collect_rows(self, parent: str, sweep_dir: str, keys: Sequence[str], since: float) -> list[Any]:
-        # lazy: evalpipe.sweeps.summary, numpy, yaml, ~107 ms
-        from evalpipe.sweeps.summary import SweepRow
+        # lazy: evalpipe.tracking.sweep_summary, numpy, yaml, ~107 ms
+        from evalpipe.tracking.sweep_summary import SweepRow
 
         self.flush()
         reply = self._call("collect_rows", parent=parent, sweep_dir=sweep_dir, keys=list(keys), since=since)
@@ -509,7 +509,7 @@ def serves(force: bool, offline: bool, uri: str | None) -> bool:
 
 def reuse_point(state: Any) -> float | None:
     """A point the sweep already measured: its objective, with the reuse child asked for and the
-    marker left for the summary (as `sweeps.reuse.reuse_point`); None: it must be measured."""
+    marker left for the summary (as `tracking.reuse.reuse_point`); None: it must be measured."""
     # lazy: evalpipe.reporting.run_end, rich, evalpipe.scoring.names, ~19 ms
     from evalpipe.reporting.run_end import point_line
     from evalpipe.scoring.names import lookup

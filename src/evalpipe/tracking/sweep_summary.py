@@ -23,8 +23,8 @@ import yaml
 
 from evalpipe.reporting.report import DASH, markdown_table, pct
 from evalpipe.scoring.names import metric_name
-from evalpipe.sweeps.job import ROLE_TAG, SWEEP_TAG
-from evalpipe.sweeps.reuse import REUSED_TAG
+from evalpipe.tracking.reuse import REUSED_TAG
+from evalpipe.tracking.sweep_job import ROLE_TAG, SWEEP_TAG
 
 SWEPT_TAG_PREFIX = "evalpipe.swept."
 REUSED = "REUSED"

@@ -36,8 +36,8 @@ _finished: dict[tuple[str, str, str, str], dict[str, Any] | None] = {}
 def finished_by_hash(tracker: Any, experiment_id: str, fingerprint: str, fixture_sha: str):
     """{config hash: latest reusable FINISHED run} of this code on this fixture, fetched once per
     process and store: one query answers every point of a sweep (None: too many to fetch)."""
-    # lazy: evalpipe.sweeps.job, ~21 ms
-    from evalpipe.sweeps.job import HASH_TAG, reusable
+    # lazy: evalpipe.tracking.sweep_job, ~21 ms
+    from evalpipe.tracking.sweep_job import HASH_TAG, reusable
 
     key = (tracker.uri, experiment_id, fingerprint, fixture_sha)
     if key not in _finished:
@@ -71,8 +71,8 @@ def finished_by_hash(tracker: Any, experiment_id: str, fingerprint: str, fixture
 def find_reusable(tracker: Any, experiment_id: str, config_hash: str, fingerprint: str, fixture_sha: str):
     """The run a sweep point can reuse: from the sweep's one query, else (a point this process
     has not seen measured, e.g. measured since) the point's own query, as `find_finished`."""
-    # lazy: evalpipe.sweeps.job, ~21 ms
-    from evalpipe.sweeps.job import find_finished
+    # lazy: evalpipe.tracking.sweep_job, ~21 ms
+    from evalpipe.tracking.sweep_job import find_finished
 
     index = finished_by_hash(tracker, experiment_id, fingerprint, fixture_sha)
     if index is not None and config_hash in index:

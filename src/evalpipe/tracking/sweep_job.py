@@ -147,7 +147,7 @@ def reusable(run: Any) -> bool:
     """Whether a FINISHED run can stand for a point with its config hash.
 
     A run whose ranker was skipped measured nothing: after installing the backend, run again.
-    A reuse child (evalpipe.sweeps.reuse) stands for another run: reuse that one instead."""
+    A reuse child (evalpipe.tracking.reuse) stands for another run: reuse that one instead."""
     return "evalpipe.skipped" not in run.data.tags and "evalpipe.reused_run_id" not in run.data.tags
 
 
