@@ -10,7 +10,7 @@ from evalpipe.corpus.documents import DocumentsError, read_documents
 from evalpipe.corpus.markdown import parse_markdown
 from evalpipe.inputs.fixture import load_fixture
 from evalpipe.safety.errors import FixtureError
-from evalpipe.tiktoken_offline import load_encoding
+from evalpipe.core.tiktoken_offline import load_encoding
 
 RST = """\
 .. _top:

@@ -29,9 +29,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from evalpipe.core.tiktoken_offline import _ENCODINGS, load_encoding
+from evalpipe.core.unit import Unit
 from evalpipe.corpus.documents import Document, DocumentSet
 from evalpipe.corpus.markdown import _blocks, chunk_blocks
-from evalpipe.corpus.model import Unit
 from evalpipe.safety.errors import EvalpipeError
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
@@ -102,8 +103,6 @@ class _TokenChunker(Chunker):
     @property
     def enc(self) -> Any:
         if self._enc is None:
-            from evalpipe.tiktoken_offline import _ENCODINGS, load_encoding
-
             if self.encoding not in _ENCODINGS:
                 raise ChunkerError(
                     f"chunker.encoding {self.encoding!r} is not available offline; use one of "

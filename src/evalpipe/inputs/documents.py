@@ -72,16 +72,28 @@ def expected_chunks(case: Any, corpus: Corpus) -> dict[str, int]:
     return out
 
 
-def cases_and_corpus(
+def refuse_chunk_ids(raw_cases: Any, fpath: Path, lines: Sequence[int]) -> None:
+    """`expected:` chunk IDs in a documents fixture are an error: they change with the chunker."""
+    if not isinstance(raw_cases, list):
+        return
+    for i, item in enumerate(raw_cases):
+        if isinstance(item, Mapping) and item.get("expected") is not None:
+            line = f":{lines[i]}" if i < len(lines) else ""
+            raise FixtureError(
+                f"{fpath}{line}: case {item.get('id')!r}: a documents fixture is labelled with "
+                "expected_documents / expected_sections, not 'expected' chunk IDs (they change with "
+                "the chunker)"
+            )
+
+
+def chunked_cases(
     data: Mapping[str, Any],
     fpath: Path,
-    text: str,
+    cases: Sequence[Any],
     chunker: Chunker | None,
     chunk_cache: str | None,
 ) -> tuple[list[Any], Corpus]:
-    """The fixture's cases (expected chunks filled in) and the chunked corpus of its documents."""
-    from evalpipe.inputs.fixture import _case_lines, parse_cases
-
+    """The parsed cases with their expected chunks filled in, and the chunked corpus of the documents."""
     raw = data.get("documents")
     if not isinstance(raw, str):
         raise FixtureError(f"{fpath}: 'documents' must be the path of a folder, got {raw!r}")
@@ -91,18 +103,6 @@ def cases_and_corpus(
         )
     if chunker is not None and not isinstance(chunker, Chunker):
         raise FixtureError(f"fixture.chunker must build a chunker (conf/chunker/*.yaml), got {chunker!r}")
-    raw_cases = data.get("cases")
-    lines = _case_lines(text)
-    if isinstance(raw_cases, list):
-        for i, item in enumerate(raw_cases):
-            if isinstance(item, Mapping) and item.get("expected") is not None:
-                line = f":{lines[i]}" if i < len(lines) else ""
-                raise FixtureError(
-                    f"{fpath}{line}: case {item.get('id')!r}: a documents fixture is labelled with "
-                    "expected_documents / expected_sections, not 'expected' chunk IDs (they change with "
-                    "the chunker)"
-                )
-    cases = parse_cases(raw_cases, str(fpath), lines)
     folder = resolve_path(raw, base=fpath.parent)
     try:
         docs = read_documents(folder)

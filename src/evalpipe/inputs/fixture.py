@@ -18,10 +18,11 @@ from typing import Any
 
 import yaml
 
+from evalpipe.core.files import require_file
 from evalpipe.corpus import Corpus, file_sha256, load_jsonl_corpus
 from evalpipe.corpus.chunk_cache import DEFAULT_CACHE_DIR
 from evalpipe.corpus.chunkers import Chunker
-from evalpipe.inputs.files import require_file
+from evalpipe.inputs import documents
 from evalpipe.inputs.missing_ids import missing_ids_message
 from evalpipe.inputs.strict_yaml import load_file
 from evalpipe.paths import resolve_path
@@ -354,9 +355,10 @@ def _load_fixture(
             raise FixtureError(f"{fpath}: '{key}' must be a single value, got {_type_name(value)} {value!r}")
     tier_kinds = _tier_kinds(data.get("tier_kinds"), str(fpath))
     if data.get("documents") is not None and not corpus:
-        from evalpipe.inputs import documents
-
-        cases, units = documents.cases_and_corpus(data, fpath, text, chunker, chunk_cache)
+        lines = _case_lines(text)
+        documents.refuse_chunk_ids(data.get("cases"), fpath, lines)
+        parsed = parse_cases(data.get("cases"), str(fpath), lines)
+        cases, units = documents.chunked_cases(data, fpath, parsed, chunker, chunk_cache)
         return Fixture(
             name=str(name or data.get("name") or fpath.stem),
             cases=tuple(cases),

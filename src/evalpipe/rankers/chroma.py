@@ -41,8 +41,9 @@ from typing import Any
 
 import numpy as np
 
+from evalpipe.core.hit import Hit
 from evalpipe.corpus import Corpus, Unit
-from evalpipe.rankers.base import Hit, RankerUnavailable
+from evalpipe.rankers.base import RankerUnavailable
 from evalpipe.rankers.semantic import SemanticRanker
 from evalpipe.safety.errors import EvalpipeError
 
@@ -59,6 +60,8 @@ class ChromaError(EvalpipeError):
 
 
 def _chromadb() -> Any:
+    """chromadb, imported on first use: it is an optional extra (`evalpipe[chroma]`) and its import
+    alone takes about a second, which no other ranker's run should pay."""
     try:
         import chromadb
     except ImportError as exc:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from evalpipe.tiktoken_offline import (  # noqa: F401  (re-exported: tests and scripts use them here)
+from evalpipe.core.tiktoken_offline import (  # noqa: F401  (re-exported: tests and scripts use them here)
     _ENCODINGS,
     default_cache_dir,
     load_encoding,
