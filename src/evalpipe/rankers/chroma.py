@@ -42,7 +42,8 @@ from typing import Any
 import numpy as np
 
 from evalpipe.core.hit import Hit
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core.unit import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import RankerUnavailable
 from evalpipe.rankers.semantic import SemanticRanker
 from evalpipe.safety.errors import EvalpipeError
