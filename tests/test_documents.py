@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from evalpipe.core.tiktoken_offline import load_encoding
 from evalpipe.corpus.chunk_cache import cache_key, chunked_corpus
 from evalpipe.corpus.chunkers import ChunkerError, HeadingChunker, RecursiveChunker, TokenChunker
 from evalpipe.corpus.documents import DocumentsError, read_documents
 from evalpipe.corpus.markdown import parse_markdown
 from evalpipe.inputs.fixture import load_fixture
 from evalpipe.safety.errors import FixtureError
-from evalpipe.core.tiktoken_offline import load_encoding
 
 RST = """\
 .. _top:
@@ -246,3 +246,40 @@ def test_chunk_cache_keyed_by_documents_and_chunker(tmp_path):
     assert cache_key(changed, TokenChunker(size=16, overlap=4)) != cache_key(
         docs, TokenChunker(size=16, overlap=4)
     )
+
+
+def test_rag_per_case_columns_are_numbers_that_compare_and_the_holdout_read(tmp_path, monkeypatch):
+    """cases.json's rag_* columns are 1.0 / 0.0 (empty where no verdict), read back as per-case
+    figures, and the hold-out check finds them for objective=rag_document_hit_rate."""
+    from types import SimpleNamespace
+
+    from evalpipe.core.hit import Hit
+    from evalpipe.evaluation.files import case_table
+    from evalpipe.runner import run_case
+    from evalpipe.scoring.run import score_results
+    from evalpipe.stats.comparison import cases_from_rows
+    from evalpipe.sweeps import holdout
+
+    write(tmp_path, {"guide.rst": RST, "a/readme.md": MD})
+    (tmp_path / "fx.yaml").write_text(FIXTURE, encoding="utf-8")
+    fixture = load_fixture(tmp_path / "fx.yaml", chunk_cache=None)
+
+    class Fixed:  # q1: another document first, its answer second; q2: another document; q3: something
+        def search(self, query, k, constraints=None):
+            answer = {"how do I set the options?": ["a/readme.md#usage", "guide.rst#options"]}
+            return [Hit(i) for i in answer.get(query, ["guide.rst#configure"])]
+
+    results = [run_case(Fixed(), c, 5, fixture.corpus, len) for c in fixture.cases]
+    units = {u.id: u for u in fixture.corpus}
+    table = case_table(results, score_results(results, [1, 5], units=units))
+    assert table["rag_document_hit"] == [1.0, 0.0, 0.0]
+    assert table["rag_reciprocal_rank"] == [0.5, 0.0, 0.0]
+    assert table["rag_section_hit"] == [1.0, None, None]  # q2 names no section, q3 is unanswerable
+    rows = [dict(zip(table, values, strict=True)) for values in zip(*table.values(), strict=True)]
+    cases = cases_from_rows(rows, run_id="r" * 32, name="r", label="r", start_time=0, objective="")
+    assert cases.values["rag_document_hit"] == {"q1": 1.0, "q2": 0.0, "q3": 0.0}
+    monkeypatch.setattr("evalpipe.compare.runs.load_cases", lambda client, run: cases)
+    client = SimpleNamespace(get_run=lambda run_id: None)
+    assert holdout.per_case(client, "r", "rag_document_hit_rate") == {"q1": 1.0, "q2": 0.0, "q3": 0.0}
+    assert holdout.per_case(client, "r", "rag/mrr") == {"q1": 0.5, "q2": 0.0, "q3": 0.0}
+    assert holdout.per_case(client, "r", "rag_section_hit_rate") == {"q1": 1.0}

@@ -196,6 +196,7 @@ def saved_run(out_dir: Path) -> tuple[str, str]:
 def per_case(client: Any, run_id: str, objective: str) -> dict[str, float] | None:
     """{case ID: objective value} from the run's cases.json; None when the run has none (a suite)."""
     from evalpipe.compare.runs import load_cases
+    from evalpipe.scoring import rag
     from evalpipe.scoring.names import metric_name
     from evalpipe.stats.comparison import CompareError
 
@@ -207,7 +208,9 @@ def per_case(client: Any, run_id: str, objective: str) -> dict[str, float] | Non
     name, tier = objective, None
     if objective.startswith("tier/"):
         _, tier, name = objective.split("/", 2)
-    for candidate in (name, metric_name(name).rpartition("/")[2]):
+    column = rag.PER_CASE_COLUMN.get(name) or rag.PER_CASE_COLUMN.get(f"rag_{name.removeprefix('rag/')}")
+    # a RAG rate before the bare-name fallback: `rag/mrr` is not the ranking `mrr`
+    for candidate in (name, *([column] if column else []), metric_name(name).rpartition("/")[2]):
         values = cases.values.get(candidate)
         if values is not None:
             if tier is not None:
