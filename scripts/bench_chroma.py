@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from evalpipe.corpus.chunkers import TokenChunker  # noqa: E402
 from evalpipe.inputs.fixture import load_fixture  # noqa: E402
 from evalpipe.rankers.base import clear_built_cache  # noqa: E402
-from evalpipe.rankers.chroma import ChromaRanker  # noqa: E402
-from evalpipe.rankers.semantic import SemanticRanker  # noqa: E402
+from evalpipe.rankers.dense.chroma import ChromaRanker  # noqa: E402
+from evalpipe.rankers.dense.semantic import SemanticRanker  # noqa: E402
 
 
 def first_doc_rank(hits, corpus, docs) -> int | None:

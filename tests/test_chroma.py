@@ -87,8 +87,8 @@ def no_default_embedder(monkeypatch):
 
 
 def test_built_collection_matches_in_process_dense_search(tmp_path, no_default_embedder):
-    from evalpipe.rankers.chroma import ChromaRanker
-    from evalpipe.rankers.semantic import SemanticRanker
+    from evalpipe.rankers.dense.chroma import ChromaRanker
+    from evalpipe.rankers.dense.semantic import SemanticRanker
 
     corpus = corpus_of(tmp_path)
     store = tmp_path / "store"
@@ -150,7 +150,7 @@ def build_external(path: Path, corpus, name="handmade", dim=None, keys=("doc", "
 
 
 def test_existing_collection_is_read_only_and_scored_by_its_own_records(tmp_path, no_default_embedder):
-    from evalpipe.rankers.chroma import ChromaRanker
+    from evalpipe.rankers.dense.chroma import ChromaRanker
 
     corpus = corpus_of(tmp_path)
     store = build_external(tmp_path / "user_store", corpus)

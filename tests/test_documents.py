@@ -255,7 +255,7 @@ def test_rag_per_case_columns_are_numbers_that_compare_and_the_holdout_read(tmp_
 
     from evalpipe.core.hit import Hit
     from evalpipe.evaluation.files import case_table
-    from evalpipe.runner import run_case
+    from evalpipe.evaluation.runner import run_case
     from evalpipe.scoring.run import score_results
     from evalpipe.stats.comparison import cases_from_rows
     from evalpipe.sweeps import holdout

@@ -45,7 +45,7 @@ from evalpipe.core.hit import Hit
 from evalpipe.core.unit import Unit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import RankerUnavailable
-from evalpipe.rankers.semantic import SemanticRanker
+from evalpipe.rankers.dense.semantic import SemanticRanker
 from evalpipe.safety.errors import EvalpipeError
 
 log = logging.getLogger(__name__)
