@@ -30,6 +30,8 @@ class CorpusStats:
     overloaded: int = 0
     merged_declarations: int = 0
     relations: Mapping[str, int] = field(default_factory=dict)
+    #: Tokens of each chunk, when the units are chunks of a documents folder (`chunk_tokens`).
+    chunk_tokens: tuple[int, ...] = ()
 
     def as_dict(self) -> dict:
         return {
@@ -54,6 +56,10 @@ class CorpusStats:
         }
         out.update({f"{prefix}kind/{k}": float(v) for k, v in self.kinds.items()})
         out.update({f"{prefix}relation/{k}": float(v) for k, v in self.relations.items()})
+        if self.chunk_tokens:  # a chunked documents folder: what the chunker made
+            out[f"{prefix}chunks"] = float(len(self.chunk_tokens))
+            out[f"{prefix}chunk_tokens_mean"] = round(sum(self.chunk_tokens) / len(self.chunk_tokens), 2)
+            out[f"{prefix}chunk_tokens_max"] = float(max(self.chunk_tokens))
         return out
 
     def lines(self) -> list[str]:
@@ -88,6 +94,7 @@ def corpus_stats(units: Iterable[Unit]) -> CorpusStats:
         overloaded=sum(1 for u in units if u.metadata.get("overloads")),
         merged_declarations=sum(1 for u in units if u.metadata.get("merged_kinds")),
         relations=dict(relations),
+        chunk_tokens=tuple(int(u.metadata["chunk_tokens"]) for u in units if "chunk_tokens" in u.metadata),
     )
 
 

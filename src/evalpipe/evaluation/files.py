@@ -39,8 +39,11 @@ def case_table(results: list[CaseResult], scores: RunScores) -> dict[str, list[A
     for name, values in sorted(scores.per_case.items()):
         table[name] = [float(v) if ok else None for v, ok in zip(values, judged, strict=True)]
     if any(x is not None for x in scores.rag_per_case):
+        # As numbers (1.0 / 0.0), not booleans, so compare and the hold-out check read them as
+        # per-case figures (a None verdict stays empty).
         for field in ("document_hit", "section_hit", "reciprocal_rank", "citation_validity"):
-            table[f"rag_{field}"] = [None if x is None else getattr(x, field) for x in scores.rag_per_case]
+            column = [None if x is None else getattr(x, field) for x in scores.rag_per_case]
+            table[f"rag_{field}"] = [None if v is None else float(v) for v in column]
     return table
 
 

@@ -23,14 +23,14 @@ if TYPE_CHECKING:
     from evalpipe.evaluation.preflight import Checked
 
 
-def score(checked: Checked, fixture: Fixture, results: list[CaseResult]) -> RunScores:
-    return score_results(
-        results,
-        list(checked.ks),
-        list(checked.metrics),
-        tiers=fixture.tiers,
-        units={u.id: u for u in fixture.corpus} if any(r.labels for r in results) else None,
-    )
+def score(checked: Checked, fixture: Fixture, results: list[CaseResult], ranker: Any = None) -> RunScores:
+    """Score the results; the RAG measures read each hit's document and section from its unit,
+    the fixture's or, for a ranker over a store of its own (an existing Chroma collection),
+    the ranker's `foreign_units`."""
+    units = None
+    if any(r.labels for r in results):
+        units = {**{u.id: u for u in fixture.corpus}, **getattr(ranker, "foreign_units", {})}
+    return score_results(results, list(checked.ks), list(checked.metrics), tiers=fixture.tiers, units=units)
 
 
 def measure(
@@ -76,7 +76,7 @@ def measure(
         )
         figures["eval_seconds"] = time.perf_counter() - start
         figures["search_batched"] = float(plan.batched)
-        scores = score(checked, fixture, results)
+        scores = score(checked, fixture, results, prepared.ranker)
         figures["unknown_ids"] = float(unknown_ids(results, fixture.corpus).count)
     figures["peak_memory_mb"] = peak_memory_mb()
     for key, value in run_stats(prepared).items():

@@ -344,7 +344,8 @@ def record(state: RunState) -> None:
     if state.interrupted is not None:
         status, state.failure = "KILLED", None
         state.judged = None  # judging may have been cut short: the strict figures only
-        state.scores = score(state.checked, fixture, results) if results else None
+        ranker = prepared.ranker if prepared is not None else None
+        state.scores = score(state.checked, fixture, results, ranker) if results else None
         state.figures = {"corpus_units": float(len(fixture.corpus)), "peak_memory_mb": peak_memory_mb()}
         name = signals.name_of(state.interrupted)
         state.why = f"{name} after {len(results)} of {len(fixture.cases)} cases"

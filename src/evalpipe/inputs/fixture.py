@@ -7,6 +7,7 @@ and an expected ID missing from the corpus silently caps recall below 100%.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,9 @@ import yaml
 
 from evalpipe.core.files import require_file
 from evalpipe.corpus import Corpus, file_sha256, load_jsonl_corpus
+from evalpipe.corpus.chunk_cache import DEFAULT_CACHE_DIR
+from evalpipe.corpus.chunkers import Chunker
+from evalpipe.inputs import documents
 from evalpipe.inputs.missing_ids import missing_ids_message
 from evalpipe.inputs.strict_yaml import load_file
 from evalpipe.paths import resolve_path
@@ -38,7 +42,7 @@ CASE_FIELDS = {
     "answerability",
     "notes",
 }
-FIXTURE_FIELDS = {"name", "version", "description", "corpus", "cases", "tier_kinds"}
+FIXTURE_FIELDS = {"name", "version", "description", "corpus", "documents", "cases", "tier_kinds"}
 #: What a tier is, for `check-fixture` (docs/fixtures.md#tier-kinds): a name lookup, a
 #: paraphrase (the wording checks apply) or a relational question. Optional per fixture;
 #: an undeclared tier's kind is measured from its cases.
@@ -297,19 +301,31 @@ def load_fixture(
     split: str = "all",
     split_seed: int | str = 0,
     test_fraction: float | None = None,
+    chunker: Chunker | None = None,
+    chunk_cache: str | None = DEFAULT_CACHE_DIR,
 ) -> Fixture:
     """Load and validate a YAML fixture and its corpus (path relative to the fixture file).
 
     `name` (config) overrides the fixture's own name; it names the MLflow experiment.
     `split`, `split_seed`, `test_fraction`: `evalpipe.inputs.split.loaded`.
+    `chunker` and `chunk_cache` apply to a fixture over a documents folder (`documents:`,
+    `evalpipe.inputs.documents`): how its documents are cut (the heading chunker when None)
+    and where chunked corpora are cached (None: not cached).
     """
     # lazy: evalpipe.inputs, ~3 ms
     from evalpipe.inputs import split as splits
 
-    return splits.loaded(_load_fixture(path, corpus, name), split, split_seed, test_fraction)
+    fixture = _load_fixture(path, corpus, name, chunker, chunk_cache)
+    return splits.loaded(fixture, split, split_seed, test_fraction)
 
 
-def _load_fixture(path: str | Path, corpus: str | Path | None, name: str | None) -> Fixture:
+def _load_fixture(
+    path: str | Path,
+    corpus: str | Path | None,
+    name: str | None,
+    chunker: Chunker | None = None,
+    chunk_cache: str | None = DEFAULT_CACHE_DIR,
+) -> Fixture:
     if not isinstance(path, str | Path):
         raise FixtureError(f"fixture.path must be the path of a YAML file, got {_type_name(path)} {path!r}")
     if name is not None and not isinstance(name, str):
@@ -339,9 +355,27 @@ def _load_fixture(path: str | Path, corpus: str | Path | None, name: str | None)
         if value is not None and (isinstance(value, bool) or not isinstance(value, str | int | float)):
             raise FixtureError(f"{fpath}: '{key}' must be a single value, got {_type_name(value)} {value!r}")
     tier_kinds = _tier_kinds(data.get("tier_kinds"), str(fpath))
+    if data.get("documents") is not None and not corpus:
+        lines = _case_lines(text)
+        documents.refuse_chunk_ids(data.get("cases"), fpath, lines)
+        parsed = parse_cases(data.get("cases"), str(fpath), lines)
+        cases, units = documents.chunked_cases(data, fpath, parsed, chunker, chunk_cache)
+        return Fixture(
+            name=str(name or data.get("name") or fpath.stem),
+            cases=tuple(cases),
+            corpus=units,
+            source=str(fpath),
+            # what is measured: the labels and the chunked documents (documents + chunker)
+            sha256=hashlib.sha256(f"{file_sha256(fpath)} {units.sha256}".encode()).hexdigest(),
+            version=str(data.get("version") or ""),
+            tier_kinds=tier_kinds,
+        )
     corpus_ref = corpus or data.get("corpus")
     if not corpus_ref:
-        raise FixtureError(f"{fpath}: no 'corpus' given (a JSONL file of units, relative to the fixture)")
+        raise FixtureError(
+            f"{fpath}: no 'corpus' given (a JSONL file of units, relative to the fixture) "
+            "and no 'documents' (a folder of .md / .rst / .txt documents)"
+        )
     if not isinstance(corpus_ref, str | Path):
         raise FixtureError(
             f"{fpath}: 'corpus' must be the path of a JSONL file, got {_type_name(corpus_ref)} {corpus_ref!r}"

@@ -37,6 +37,14 @@ RETRIEVAL_ERROR_RATE = "rag_retrieval_error_rate"
 CASES = "rag_cases"
 SECTION_APPLICABLE = "rag_section_applicable_cases"
 CITATION_APPLICABLE = "rag_citation_applicable_cases"
+#: Each rate's per-case column in a run's cases.json (1.0 / 0.0, empty where it does not apply):
+#: what a paired comparison or a sweep's hold-out check of a RAG objective reads.
+PER_CASE_COLUMN = {
+    DOCUMENT_HIT_RATE: "rag_document_hit",
+    SECTION_HIT_RATE: "rag_section_hit",
+    MRR: "rag_reciprocal_rank",
+    CITATION_VALIDITY_RATE: "rag_citation_validity",
+}
 
 
 @dataclass(frozen=True)

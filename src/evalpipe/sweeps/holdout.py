@@ -205,6 +205,9 @@ def per_case(client: Any, run_id: str, objective: str) -> dict[str, float] | Non
     # lazy: evalpipe.compare.runs, ~12 ms
     from evalpipe.compare.runs import load_cases
 
+    # lazy: evalpipe.scoring.rag and names, ~5 ms
+    from evalpipe.scoring import rag
+
     # lazy: evalpipe.stats.comparison, ~8 ms
     from evalpipe.stats.comparison import CompareError
 
@@ -216,7 +219,9 @@ def per_case(client: Any, run_id: str, objective: str) -> dict[str, float] | Non
     name, tier = objective, None
     if objective.startswith("tier/"):
         _, tier, name = objective.split("/", 2)
-    for candidate in (name, metric_name(name).rpartition("/")[2]):
+    column = rag.PER_CASE_COLUMN.get(name) or rag.PER_CASE_COLUMN.get(f"rag_{name.removeprefix('rag/')}")
+    # a RAG rate before the bare-name fallback: `rag/mrr` is not the ranking `mrr`
+    for candidate in (name, *([column] if column else []), metric_name(name).rpartition("/")[2]):
         values = cases.values.get(candidate)
         if values is not None:
             if tier is not None:

@@ -1,1 +1,2 @@
-"""Dense retrieval: the semantic ranker, its encoders and the on-disk embedding cache."""
+"""Dense retrieval: the semantic ranker, its encoders, the on-disk embedding cache, and the
+same embeddings searched through a ChromaDB collection (`chroma`)."""
