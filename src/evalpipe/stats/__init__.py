@@ -1,0 +1,1 @@
+"""Statistics of evalpipe: uncertainty, tests, power, multiple-comparison corrections and ties."""
