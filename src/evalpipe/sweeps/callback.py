@@ -101,6 +101,8 @@ class MLflowSweepCallback(Callback):
         self._experiment_id = ""
         self._rows: list[Any] = []
         self._holdout: Any = None
+        self._significance: Any = None  # sweeps.significance.Significance: the tied group
+        self._stats: Any = None  # sweeps.significance.Settings, read from the config at the start
         self._launcher = ""
         self._plotter: Any = None  # reporting.plot_worker.PlotWorker, importing matplotlib meanwhile
         self._store: Any = None  # sweeps.store.LocalStore or WorkerStore
@@ -135,9 +137,12 @@ class MLflowSweepCallback(Callback):
         from evalpipe.sweeps.summary import swept_keys
 
         compose_once.install()  # each job's config composed once (the check's copy goes to the launcher)
+        from evalpipe.sweeps.significance import settings_from
+
         try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
             check_sweep(config, swept_keys(*_sweeper_spec(config)))
-        except EvalpipeError as exc:
+            self._stats = settings_from(config.get("sweep"))
+        except (EvalpipeError, ValueError) as exc:
             from evalpipe.safety.secrets import mask_text
 
             print(f"evalpipe: error: {mask_text(str(exc))}", file=sys.stderr)
@@ -195,6 +200,13 @@ class MLflowSweepCallback(Callback):
             if config.hydra.sweeper.get(key) is not None:
                 params[f"sweeper.{key}"] = str(config.hydra.sweeper.get(key))
         params["objective"] = self._objective
+        params.update(
+            {
+                "stats.alpha": str(self._stats.alpha),
+                "stats.correction": self._stats.correction,
+                "stats.power": str(self._stats.power),
+            }
+        )
         run_name = f"{name or 'sweep'} {self._sweep_id}"
         ks = [int(k) for k in config.ks]
         try:
@@ -399,7 +411,7 @@ class MLflowSweepCallback(Callback):
 
         console = Console(width=None if sys.stdout.isatty() else 160)
         top = top_points(self._rows, self._objective)
-        header, body = points_table(top, self._keys)
+        header, body = points_table(top, self._keys, self._significance)
         table = Table(
             box=box.SIMPLE_HEAD,
             title=f"sweep {self._sweep_id}: top {len(top)} of {len(self._rows)} points "
@@ -412,6 +424,15 @@ class MLflowSweepCallback(Callback):
             table.add_row(*(escape(cell) for cell in row[:-1]), point.run_id[:8])
         console.print(table)
         console.print(escape(best_line(self._rows, self._keys, self._objective)), highlight=False)
+        if self._significance is not None:
+            from evalpipe.sweeps.significance import label_for, mde_line
+
+            sig, label = self._significance, label_for(self._keys)
+            console.print(escape(sig.headline(label)), highlight=False, soft_wrap=True)
+            if sig.mde is not None:
+                console.print(escape(mde_line(sig)), highlight=False, soft_wrap=True)
+            for warning in sig.warnings(label):
+                console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
         if self._holdout is not None:
             from evalpipe.sweeps.holdout import print_holdout
 
@@ -470,8 +491,22 @@ class MLflowSweepCallback(Callback):
             }
         )
         tags = {f"best/{name}.run_id": row.run_id for name, row in best.items()}
+        sig = self._tied_group(store, rows)
         held = self._run_holdout(store, parent, rows) if aborted is None else None
         description = sweep_description(rows, self._keys, self._objective, self._sweep_id)
+        if sig is not None:
+            from evalpipe.sweeps import significance
+
+            metrics.update(significance.metrics(sig))
+            tags.update(significance.tags(sig))
+            label = significance.label_for(self._keys)
+            lines = [f"**{sig.headline(label)}**"] + [f"**warning: {w}**" for w in sig.warnings(label)]
+            description = "\n\n".join(lines) + "\n\n" + description
+            if held is not None:
+                import dataclasses
+
+                held = dataclasses.replace(held, tied=tuple(label(r) for r in sig.tied_rows))
+                self._holdout = held
         if held is not None:
             from evalpipe.sweeps import holdout
 
@@ -490,6 +525,7 @@ class MLflowSweepCallback(Callback):
                 name,
                 note=ABORT_NOTE if aborted else "",
                 holdout=held,
+                significance=sig,
             ),
             "summary.csv": summary_csv(rows, self._keys, holdout=held),
         }
@@ -526,6 +562,34 @@ class MLflowSweepCallback(Callback):
                 if fname in files:
                     (out / fname).write_text(str(files[fname]), encoding="utf-8")
         return failed
+
+    def _tied_group(self, store: Any, rows: list[Any]) -> Any:
+        """The points tied with the best on the objective (and against the default), from their
+        per-case values; None when fewer than two points have them. Never costs the summary."""
+        from omegaconf import OmegaConf
+
+        from evalpipe.sweeps import significance
+        from evalpipe.sweeps.holdout import per_case
+
+        measured = [r for r in rows if r.measured]
+        if len(measured) < 2 or self._stats is None:
+            return None
+        try:
+            tracker = store.local().tracker if hasattr(store, "local") else store.tracker
+            cases = [per_case(tracker.client, r.run_id, self._objective) for r in measured]
+            defaults: dict[str, Any] = {}
+            if self._config is not None:
+                for key in self._keys:
+                    value = OmegaConf.select(self._config, key, default="\0missing")
+                    if value != "\0missing" and not OmegaConf.is_config(value):
+                        defaults[key] = value
+            default = significance.default_index(measured, self._keys, defaults)
+            sig = significance.significance(measured, cases, self._objective, self._stats, default)
+        except Exception as exc:  # the tests are on top of the sweep: never cost its summary
+            print(f"[evalpipe] warning: tied-with-best skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return None
+        self._significance = sig
+        return sig
 
     def _run_holdout(self, store: Any, parent: str, rows: list[Any]) -> Any:
         """On a dev-split sweep: the best and the reference point re-run on the test split."""

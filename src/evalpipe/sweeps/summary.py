@@ -246,14 +246,19 @@ def _columns(rows: Sequence[SweepRow]) -> list[tuple[str, str, str]]:
     return cols
 
 
-def points_table(rows: Sequence[SweepRow], keys: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+def points_table(
+    rows: Sequence[SweepRow], keys: Sequence[str], significance: Any = None
+) -> tuple[list[str], list[list[str]]]:
+    """The points' figures; with `significance`, a `tied` column marking the points tied with the best."""
     cols = _columns(rows)
-    header = ["job", *keys, *(h for h, _, _ in cols), "status", "run"]
+    tied = [] if significance is None else ["tied"]
+    header = ["job", *keys, *(h for h, _, _ in cols), *tied, "status", "run"]
     body = [
         [
             DASH if r.job is None else str(r.job),
             *(_cell(r.values.get(k, DASH)) for k in keys),
             *(_fmt(r, name, kind) for _, name, kind in cols),
+            *(["="] if tied and significance.is_tied(r.run_id) else [""] if tied else []),
             r.status.lower(),
             f"`{r.run_id}`",
         ]
@@ -270,9 +275,10 @@ def summary_markdown(
     title: str = "",
     note: str = "",
     holdout: Any = None,
+    significance: Any = None,
 ) -> str:
-    """The sweep's Markdown summary: the hold-out check (dev-split sweeps), every point, the best
-    point per metric."""
+    """The sweep's Markdown summary: the hold-out check (dev-split sweeps), the points tied with the
+    best (`sweeps.significance`), every point, the best point per metric."""
     failed = sum(r.status == "FAILED" for r in rows)
     reused = sum(r.status == REUSED for r in rows)
     out = [f"# evalpipe sweep summary{': ' + title if title else ''}", ""]
@@ -286,7 +292,12 @@ def summary_markdown(
         from evalpipe.sweeps.holdout import markdown as holdout_markdown
 
         out += holdout_markdown(holdout)
-    out += ["## Points", ""] + markdown_table(*points_table(rows, keys)) + [""]
+    if significance is not None:
+        from evalpipe.sweeps.significance import label_for
+        from evalpipe.sweeps.significance import markdown as ties_markdown
+
+        out += ties_markdown(significance, keys, label_for(keys))
+    out += ["## Points", ""] + markdown_table(*points_table(rows, keys, significance)) + [""]
     best = best_points(rows, best_metric_names(rows, objective))
     if best:
         header = ["metric", "best", "job", *keys, "run"]
