@@ -575,8 +575,12 @@ class MLflowSweepCallback(Callback):
         if len(measured) < 2 or self._stats is None:
             return None
         try:
-            tracker = store.local().tracker if hasattr(store, "local") else store.tracker
-            cases = [per_case(tracker.client, r.run_id, self._objective) for r in measured]
+            # A tracker of its own: `store.local()` would turn a WorkerStore's later calls (the parent's
+            # end) away from the worker, which then ends the parent KILLED as a run it still holds open.
+            from evalpipe.sweeps.compare import open_tracker
+
+            client = store.tracker.client if not hasattr(store, "local") else open_tracker(store.uri).client
+            cases = [per_case(client, r.run_id, self._objective) for r in measured]
             defaults: dict[str, Any] = {}
             if self._config is not None:
                 for key in self._keys:
