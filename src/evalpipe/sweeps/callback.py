@@ -609,9 +609,12 @@ class MLflowSweepCallback(Callback):
         task += hydra_overrides([str(x) for x in OmegaConf.to_container(config.hydra.overrides.hydra)])
         link = link_env(parent, holdout.HOLDOUT_ROLE, self._sweep_id)
         try:
-            tracker = store.local().tracker if hasattr(store, "local") else store.tracker
+            from evalpipe.sweeps.compare import open_tracker
+
+            # Not store.local(): see _tied_group (the parent would end KILLED by the upload worker).
+            client = store.tracker.client if not hasattr(store, "local") else open_tracker(store.uri).client
             held = holdout.run_holdout(
-                tracker.client,
+                client,
                 rows,
                 self._objective,
                 task,

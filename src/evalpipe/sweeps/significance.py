@@ -295,7 +295,7 @@ def mde_line(sig: Significance) -> str:
     assert sig.mde is not None
     what = "from the default" if sig.default is not None else "from the best"
     return (
-        f"smallest difference {what} these {len(sig.rows) - 1} comparisons detect: {sig.mde.text()} "
+        f"smallest difference {what} the {len(sig.rows) - 1} comparison(s) detect: {sig.mde.text()} "
         f"(power {sig.mde.power:g} at alpha {sig.mde.alpha:.3g}; {sig.mde.method}; docs/power.md)"
     )
 
