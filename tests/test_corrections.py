@@ -16,7 +16,7 @@ from scipy import stats as sstats
 from statsmodels.stats.multitest import multipletests
 
 from evalpipe.stats.corrections import adjust, family_alpha
-from evalpipe.sweeps.stats import paired_randomization_test
+from evalpipe.stats.resampling import paired_randomization_test
 
 ALPHA = 0.05
 FAMILIES = 4000

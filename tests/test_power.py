@@ -15,7 +15,7 @@ import pytest
 from scipy import stats as sstats
 
 from evalpipe.stats import power as P
-from evalpipe.sweeps.stats import paired_randomization_test
+from evalpipe.stats.resampling import paired_randomization_test
 
 TARGET = 0.8
 TOL = 0.03

@@ -11,7 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers import base as base_mod
 from evalpipe.rankers import semantic as semantic_mod
 from evalpipe.rankers.base import RankerUnavailable

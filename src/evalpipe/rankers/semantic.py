@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.embed_cache import EmbeddingCache, model_fingerprint, texts_sha256
 from evalpipe.rankers.base import BatchScoring, CorpusRanker, RankerUnavailable
 from evalpipe.rankers.test_prior import TestPrior, check_mode

@@ -156,7 +156,7 @@ class MLflowSweepCallback(Callback):
         if config.tracking.get("offline"):  # jobs save locally; `evalpipe sync <sweep dir>` uploads them
             print("[evalpipe] offline sweep: no parent run; each job saves its run locally", file=sys.stderr)
             return
-        from evalpipe.app import experiment_name
+        from evalpipe.evaluation.identity import experiment_name
         from evalpipe.reporting import tracking
         from evalpipe.reporting.links import prepare_experiment
         from evalpipe.sweeps.job import sweep_id_for
@@ -411,7 +411,8 @@ class MLflowSweepCallback(Callback):
 
         console = Console(width=None if sys.stdout.isatty() else 160)
         top = top_points(self._rows, self._objective)
-        header, body = points_table(top, self._keys, self._significance)
+        sig = self._significance
+        header, body = points_table(top, self._keys, {r.run_id for r in sig.tied_rows} if sig else None)
         table = Table(
             box=box.SIMPLE_HEAD,
             title=f"sweep {self._sweep_id}: top {len(top)} of {len(self._rows)} points "
@@ -524,8 +525,11 @@ class MLflowSweepCallback(Callback):
                 self._sweep_id,
                 name,
                 note=ABORT_NOTE if aborted else "",
-                holdout=held,
-                significance=sig,
+                holdout_lines=holdout.markdown(held) if held is not None else (),
+                tied_lines=significance.markdown(sig, self._keys, significance.label_for(self._keys))
+                if sig is not None
+                else (),
+                tied={r.run_id for r in sig.tied_rows} if sig is not None else None,
             ),
             "summary.csv": summary_csv(rows, self._keys, holdout=held),
         }
@@ -577,7 +581,7 @@ class MLflowSweepCallback(Callback):
         try:
             # A tracker of its own: `store.local()` would turn a WorkerStore's later calls (the parent's
             # end) away from the worker, which then ends the parent KILLED as a run it still holds open.
-            from evalpipe.sweeps.compare import open_tracker
+            from evalpipe.compare.runs import open_tracker
 
             client = store.tracker.client if not hasattr(store, "local") else open_tracker(store.uri).client
             cases = [per_case(client, r.run_id, self._objective) for r in measured]
@@ -609,7 +613,7 @@ class MLflowSweepCallback(Callback):
         task += hydra_overrides([str(x) for x in OmegaConf.to_container(config.hydra.overrides.hydra)])
         link = link_env(parent, holdout.HOLDOUT_ROLE, self._sweep_id)
         try:
-            from evalpipe.sweeps.compare import open_tracker
+            from evalpipe.compare.runs import open_tracker
 
             # Not store.local(): see _tied_group (the parent would end KILLED by the upload worker).
             client = store.tracker.client if not hasattr(store, "local") else open_tracker(store.uri).client

@@ -26,8 +26,8 @@ import numpy as np
 
 from evalpipe.stats.corrections import DEFAULT_METHOD, DESCRIPTION, adjust, check_method, family_alpha
 from evalpipe.stats.power import POWER, Detectable, one_run, paired
+from evalpipe.stats.resampling import paired_bootstrap_ci_diff, paired_randomization_test
 from evalpipe.stats.ties import Ties, tied_with_best
-from evalpipe.sweeps.stats import paired_bootstrap_ci_diff, paired_randomization_test
 
 RESAMPLES = 10000
 

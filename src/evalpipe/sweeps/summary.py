@@ -14,7 +14,7 @@ import io
 import json
 import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,18 +247,19 @@ def _columns(rows: Sequence[SweepRow]) -> list[tuple[str, str, str]]:
 
 
 def points_table(
-    rows: Sequence[SweepRow], keys: Sequence[str], significance: Any = None
+    rows: Sequence[SweepRow], keys: Sequence[str], tied_ids: Collection[str] | None = None
 ) -> tuple[list[str], list[list[str]]]:
-    """The points' figures; with `significance`, a `tied` column marking the points tied with the best."""
+    """The points' figures; with `tied_ids` (run IDs), a `tied` column marking the points tied with
+    the best (`sweeps.significance`)."""
     cols = _columns(rows)
-    tied = [] if significance is None else ["tied"]
+    tied = [] if tied_ids is None else ["tied"]
     header = ["job", *keys, *(h for h, _, _ in cols), *tied, "status", "run"]
     body = [
         [
             DASH if r.job is None else str(r.job),
             *(_cell(r.values.get(k, DASH)) for k in keys),
             *(_fmt(r, name, kind) for _, name, kind in cols),
-            *(["="] if tied and significance.is_tied(r.run_id) else [""] if tied else []),
+            *(["="] if tied and r.run_id in (tied_ids or ()) else [""] if tied else []),
             r.status.lower(),
             f"`{r.run_id}`",
         ]
@@ -274,11 +275,14 @@ def summary_markdown(
     sweep_id: str = "",
     title: str = "",
     note: str = "",
-    holdout: Any = None,
-    significance: Any = None,
+    holdout_lines: Sequence[str] = (),
+    tied_lines: Sequence[str] = (),
+    tied: Collection[str] | None = None,
 ) -> str:
-    """The sweep's Markdown summary: the hold-out check (dev-split sweeps), the points tied with the
-    best (`sweeps.significance`), every point, the best point per metric."""
+    """The sweep's Markdown summary: the hold-out check (dev-split sweeps, `holdout.markdown`'s
+    lines, rendered by the caller so this module never imports `holdout`, which imports it), the
+    points tied with the best (`significance.markdown`'s lines; `tied`: their run IDs), every
+    point, the best point per metric."""
     failed = sum(r.status == "FAILED" for r in rows)
     reused = sum(r.status == REUSED for r in rows)
     out = [f"# evalpipe sweep summary{': ' + title if title else ''}", ""]
@@ -288,16 +292,9 @@ def summary_markdown(
     out += ["_" + " · ".join(meta) + "_", ""]
     if note:
         out += [f"**{note}**", ""]
-    if holdout is not None:
-        from evalpipe.sweeps.holdout import markdown as holdout_markdown
-
-        out += holdout_markdown(holdout)
-    if significance is not None:
-        from evalpipe.sweeps.significance import label_for
-        from evalpipe.sweeps.significance import markdown as ties_markdown
-
-        out += ties_markdown(significance, keys, label_for(keys))
-    out += ["## Points", ""] + markdown_table(*points_table(rows, keys, significance)) + [""]
+    out += list(holdout_lines)
+    out += list(tied_lines)
+    out += ["## Points", ""] + markdown_table(*points_table(rows, keys, tied)) + [""]
     best = best_points(rows, best_metric_names(rows, objective))
     if best:
         header = ["metric", "best", "job", *keys, "run"]
