@@ -63,7 +63,16 @@ def compare_suites(
                 for s in suites
             ]
             baseline = suite_baseline(suites, runs, args.baseline, pick_baseline)
-            result = compare_runs(runs, baseline, args.metrics, args.resamples, args.alpha, args.seed)
+            result = compare_runs(
+                runs,
+                baseline,
+                args.metrics,
+                args.resamples,
+                args.alpha,
+                args.seed,
+                args.correction,
+                args.power,
+            )
         except CompareError as exc:
             print(f"evalpipe compare: error: fixture {fixture}: {exc}", file=sys.stderr)
             return 2
