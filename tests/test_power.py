@@ -165,3 +165,33 @@ def test_cases_needed_reaches_the_delta():
 def test_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_check_fixture_cases_needed_against_mcnemar_normal_approximation():
+    # Connor's sample size for McNemar's test: n = (z_a sqrt(psi) + z_b sqrt(psi - d^2))^2 / d^2, for
+    # the check's worst case psi = 2 * 0.5 * 0.5 * (1 - 0.5) = 0.25. The exact sign test needs a
+    # little more (its p-values are discrete and it rejects only below alpha): within 5% above.
+    from evalpipe.fixture_check.detectable import tier_power
+
+    (t,) = tier_power([("exact", 81)])
+    for delta in (0.05, 0.02):
+        connor = (1.959964 * 0.5 + 0.841621 * math.sqrt(0.25 - delta**2)) ** 2 / delta**2
+        assert connor <= t.needed[delta] <= 1.05 * connor
+    assert t.mde.mde == pytest.approx(P.binary_mde(81, 0.25, 0.05))
+
+
+def test_check_fixture_reports_what_each_tier_can_detect(tmp_path):
+    from evalpipe.fixture_check.check import check_fixture
+    from evalpipe.fixture_check.render import power_table, report_json
+    from evalpipe.inputs.fixture import load_fixture
+    from holdout_plugins import write_fixture
+
+    report = check_fixture(load_fixture(write_fixture(tmp_path, n_per_tier=20)))
+    detectable = report_json(report)["detectable"]
+    tiers = {t["tier"]: t for t in detectable["tiers"]}
+    assert set(tiers) == {"exact", "concept", "overall"}
+    assert tiers["exact"]["cases"] == 20 and tiers["overall"]["cases"] == 40
+    assert tiers["exact"]["mde"] == pytest.approx(P.binary_mde(20, 0.25, 0.05))
+    assert tiers["overall"]["mde"] < tiers["exact"]["mde"]
+    assert "exact sign test" in detectable["method"]
+    assert power_table(report).row_count == 3
