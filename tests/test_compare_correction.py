@@ -40,3 +40,20 @@ def test_bad_correction_and_power_are_refused():
         compare_runs(runs, correction="x")
     with pytest.raises(CompareError, match="--power must be between 0 and 1"):
         compare_runs(runs, power=1.5)
+
+
+def test_runs_tied_with_the_best_are_marked():
+    # Per metric, the best run (highest mean) against each other run: "b" wins 6 of 30 over "a"
+    # and "c" (p = 2/64 each, Holm over the 2 comparisons: 0.0625 -> both tied); "e" wins 12 more
+    # cases than everyone (p = 2/2^12 against each, far below 0.05 / 3): only "e" is tied with itself.
+    b = _won(6)
+    runs = [run("a", recall_at_5=BASE), run("b", recall_at_5=b), run("c", recall_at_5=BASE)]
+    result = compare_runs(runs, resamples=20000)
+    assert {c.run.run_id[0] for c in result.comparisons if c.tied} == {"a", "b", "c"}
+    e = [1.0] * 18 + [0.0] * 12
+    strong = [run("a", recall_at_5=[0.0] * 30), run("b", recall_at_5=[0.0] * 30), run("e", recall_at_5=e)]
+    strong += [run("f", recall_at_5=[0.0] * 30)]
+    result = compare_runs(strong, resamples=20000)
+    assert [c.run.run_id[0] for c in result.comparisons if c.tied] == ["e"]
+    # Two runs: the baseline test already says it all, no tied column.
+    assert not any(c.tied for c in compare_runs(runs[:2], resamples=200).comparisons)

@@ -45,6 +45,7 @@ def log_comparison(
             "mde": c.mde.mde if c.mde is not None and c.mde.detectable else None,
             "mde_method": c.mde.method if c.mde is not None else None,
             "significant": c.significant,
+            "tied_with_best": c.tied,
         }
         for c in result.comparisons
     ]

@@ -18,10 +18,16 @@ def table_rows(result: Result, alpha: float) -> tuple[list[str], list[list[str]]
     adj = f"p {result.correction}" if result.correction != "none" else "p (raw)"
     header = ["metric", "run", f"mean [{level} CI]", f"Δ vs baseline [{level} CI]", "won/lost", "p", adj]
     header += ["detects ±", "sig"]
+    ties = len(result.runs) > 2
+    if ties:
+        header.append("tied")
     body = []
     for c in result.comparisons:
+        tied = (["="] if c.tied else [""]) if ties else []
         if c.is_baseline:
-            body.append([c.metric, c.run.label, _ci(c.mean, c.lo, c.hi), "(baseline)", "", "", "", "", ""])
+            body.append(
+                [c.metric, c.run.label, _ci(c.mean, c.lo, c.hi), "(baseline)", "", "", "", "", "", *tied]
+            )
             continue
         assert c.diff is not None and c.diff_lo is not None and c.diff_hi is not None
         body.append(
@@ -35,6 +41,7 @@ def table_rows(result: Result, alpha: float) -> tuple[list[str], list[list[str]]
                 "" if c.p_adj is None else f"{c.p_adj:.4f}",
                 c.mde.text() if c.mde is not None else "",
                 "*" if c.significant else "",
+                *tied,
             ]
         )
     return header, body
@@ -52,6 +59,12 @@ def caption(result: Result, resamples: int, alpha: float) -> str:
         f"{resamples} resamples · * = paired randomization p < {alpha:g} ({corrected}) · detects ± = the "
         f"smallest true difference detected with power {result.power:g} at alpha {level:.3g} "
         "(docs/power.md)"
+        + (
+            " · tied = = not significantly worse than the metric's best run (paired test against it, "
+            "same correction)"
+            if len(result.runs) > 2
+            else ""
+        )
     )
 
 

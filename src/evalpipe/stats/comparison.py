@@ -25,6 +25,7 @@ from evalpipe.stats import power as power_
 from evalpipe.stats.case_diff import CaseInfo, case_diff, case_info
 from evalpipe.stats.corrections import DEFAULT_METHOD, adjust, check_method, family_alpha
 from evalpipe.stats.resampling import bootstrap_ci, paired_bootstrap_ci_diff, paired_randomization_test
+from evalpipe.stats.ties import tied_with_best
 
 CASES_ARTIFACT = "cases.json"
 
@@ -85,6 +86,8 @@ class Comparison:
     lost: int = 0
     #: the smallest difference from the baseline this cell detects (`stats.power.Detectable`)
     mde: power_.Detectable | None = None
+    #: the run is tied with the metric's best run (not significantly worse after the correction)
+    tied: bool = False
 
 
 @dataclass(frozen=True)
@@ -210,6 +213,11 @@ def compare_runs(
                 Comparison(metric, run, mean, lo, hi, False, diff, dlo, dhi, p, False, None, won, lost)
             )
             pairs.append((arrays[0], values))
+        if len(have) > 2:  # which runs the best cannot be told from (two runs: the baseline test says it)
+            tied = _tied(arrays, resamples, seed, alpha, correction)
+            start = len(out) - len(have)
+            for i in range(len(have)):
+                out[start + i] = replace(out[start + i], tied=i in tied)
     if not compared:
         raise CompareError("no metric could be compared: " + "; ".join(warnings[-len(metrics) :]))
     adjusted = adjust([c.p_value for c in out], correction)
@@ -221,6 +229,18 @@ def compare_runs(
             c = replace(c, p_adj=p_adj, significant=p_adj < alpha, mde=mde)
         final.append(c)
     return Result(final, base, ordered, cases, compared, warnings, correction, power)
+
+
+def _tied(arrays: Sequence[np.ndarray], resamples: int, seed: int, alpha: float, correction: str) -> set[int]:
+    """The runs tied with the best (highest mean) on one metric: paired test against the best, p
+    adjusted over those comparisons (`stats.ties`)."""
+    means = [float(a.mean()) for a in arrays]
+    best = max(range(len(arrays)), key=lambda i: (means[i], -i))
+    p = [
+        None if i == best else paired_randomization_test(arrays[best], a, resamples, seed)
+        for i, a in enumerate(arrays)
+    ]
+    return set(tied_with_best(means, p, alpha, correction, best).tied)
 
 
 #: cases.json columns that are not averaged metrics.
