@@ -234,7 +234,8 @@ def _mde_warnings(
         warnings.append(
             f"{key}: {metric}: the allowed drop {weak[0].allowed:g} is below the smallest drop "
             f"{len(weak)} of {sum(r.metric == metric for r in rows)} row(s) can detect ({parts}; power "
-            f"{rules.power:g} at alpha {level:.3g} = {rules.alpha:g} after {DESCRIPTION[rules.correction]}): "
+            f"{rules.power:g} at alpha {level:.3g}: {rules.alpha:g} over the gate's rows, "
+            f"{DESCRIPTION[rules.correction]}): "
             "a drop between the two passes as noise most of the time, so those rows cannot fail for the "
             "right reason. Add cases to the tier, or allow a drop at least that large"
         )
