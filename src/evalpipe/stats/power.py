@@ -22,7 +22,7 @@
   from the normal approximation P = Phi((lambda - c) / sqrt(1 + c^2 / (2 (n - 1)))), solved for
   delta in closed form. tests/test_power.py checks by simulation that the randomization
   test's power at this MDE is 0.80 +- 0.03 for roughly symmetric differences; strongly skewed
-  per-case differences (a few large gains, many small losses) move it (0.84-0.93 measured
+  per-case differences (a few large gains, many small losses) move it (0.83-0.93 measured
   for one such shape, see docs/power.md).
 
 Where the spread (psi or sigma) comes from, stated in every output:
