@@ -150,9 +150,13 @@ def test_cli_compares_marks_significance_writes_markdown_and_logs(store, tmp_pat
     argv = ["--runs", ids["base"], ids["better"], "--tracking-uri", tracker.uri, "--resamples", "500"]
     assert main(argv + ["--markdown", str(out), "--log"]) == 0
     text = out.read_text(encoding="utf-8")
-    # 12 cases all won by 1 (recall) and by 0.5 (mrr): p = 1/501 for both, marked '*'.
-    assert "| recall_at_5 | better" in text and "+1.0000 [+1.0000, +1.0000] | 0.0020 | * |" in text
-    assert "| mrr | better" in text and "+0.5000 [+0.5000, +0.5000] | 0.0020 | * |" in text
+    # 12 cases all won by 1 (recall) and by 0.5 (mrr): p = 1/501 for both; Holm over the 2 cells
+    # doubles the smaller (2/501 = 0.0040) and keeps the larger at least that: both marked '*'.
+    assert (
+        "| recall_at_5 | better" in text and "+1.0000 [+1.0000, +1.0000] | 12/0 | 0.0020 | 0.0040 |" in text
+    )
+    assert "| mrr | better" in text and "+0.5000 [+0.5000, +0.5000] | 12/0 | 0.0020 | 0.0040 |" in text
+    assert text.count(" | * |") == 2 and "Holm step-down" in text
     assert "2 runs · 12 common cases · baseline base" in text
     logged = tracker.client.search_runs(
         [tracker.client.get_experiment_by_name("evalpipe/tiny").experiment_id],

@@ -184,6 +184,14 @@ def test_named_baseline_gates_a_tier_regression_and_logs_the_gate(synth, tmp_pat
     assert gate_run.info.experiment_id == cand_run.info.experiment_id and gate_run.info.status == "FINISHED"
     assert f"runs/{base}" in tags["mlflow.note.content"] and f"runs/{cand}" in tags["mlflow.note.content"]
     assert gate_run.data.metrics["gate/regressions"] == 4.0
+    # Holm over the gate's rows, and each row's smallest detectable drop, on the gate run.
+    assert gate_run.data.params["correction"] == "holm" and tags["evalpipe.gate.correction"] == "holm"
+    concept = rows[("recall_at_5", "concept")]
+    assert concept["p_adjusted"] >= concept["p"] and (concept["won"], concept["lost"]) == (0, 12)
+    assert gate_run.data.metrics["gate/p_adjusted/recall_at_5/concept"] == pytest.approx(
+        concept["p_adjusted"]
+    )
+    assert gate_run.data.metrics["gate/mde/recall_at_5/concept"] == pytest.approx(concept["mde"])
     assert sorted(d.dataset.digest for d in gate_run.inputs.dataset_inputs) == sorted(
         d.dataset.digest for d in cand_run.inputs.dataset_inputs
     )

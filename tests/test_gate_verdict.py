@@ -96,7 +96,11 @@ def test_a_drop_within_noise_passes_and_shows_its_p():
     assert r.verdict == "noise" and result.passed and result.exit_code == 0
     assert r.ci[0] <= r.delta <= r.ci[1]
     text = render.markdown(result)
-    assert f"| {r.p:.4f} | 0.02 | drop within noise |" in text
+    # One row: its Holm-adjusted p is the raw one. 5 changed cases say nothing about the spread,
+    # so the MDE is the baseline's (one-run model): above the allowed 0.02, which is warned about.
+    assert r.p_adj == r.p and r.mde is not None and r.mde.source == "one run"
+    assert f"| 1/4 | {r.p:.4f} | {r.p:.4f} | 0.02 | {r.mde.text()} | drop within noise |" in text
+    assert r.mde.mde > 0.02 and "the allowed drop 0.02 is below the smallest drop 1 of 1 row(s)" in text
     assert text.startswith("## evalpipe gate: PASS")
 
 

@@ -73,6 +73,7 @@ def test_memorising_ranker_shows_a_large_gap_and_no_gain_on_test(tmp_path, plant
     assert dev_chance < 0.5  # the default is far from perfect on dev: the sweep "finds" memorise=1
     runs = all_runs(uri)
     (parent,) = parents(runs)
+    assert parent.info.status == "FINISHED"  # not KILLED by the upload worker after the re-runs
     points = kids(runs, parent, "child")
     held = kids(runs, parent, "holdout")
     assert len(points) == 3 and len(held) == 2

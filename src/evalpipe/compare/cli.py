@@ -31,6 +31,8 @@ from evalpipe.compare.suites import compare_suites, is_suite_run
 from evalpipe.reporting import case_diff_view
 from evalpipe.safety.errors import print_error
 from evalpipe.stats.comparison import CompareError, case_diffs, compare_runs
+from evalpipe.stats.corrections import DEFAULT_METHOD, METHODS
+from evalpipe.stats.power import POWER
 
 EXAMPLES = """\
 examples:
@@ -50,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Compare evaluation runs case by case: per metric, each run's mean with a bootstrap CI,\n"
             "and against a baseline the paired bootstrap CI of the difference and a paired\n"
-            "randomization p-value. Differences with p < alpha are marked '*'."
+            "randomization p-value. Differences with p < alpha after correcting over every run x metric\n"
+            "(Holm by default) are marked '*'; each says the smallest difference it could detect."
         ),
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -92,6 +95,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--alpha", type=float, default=0.05, help="significance level; CIs are at 1 - alpha (default 0.05)"
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed, for reproducible CIs and p-values")
+    parser.add_argument(
+        "--correction",
+        choices=METHODS,
+        default=DEFAULT_METHOD,
+        help="multiple-comparison correction over the runs x metrics: holm (family-wise error, default), "
+        "bh (false discovery rate) or none",
+    )
+    parser.add_argument(
+        "--power",
+        type=float,
+        default=POWER,
+        help="power at which each difference's smallest detectable size is computed (default 0.8)",
+    )
     parser.add_argument("--markdown", metavar="OUT.md", type=Path, help="also write the table as Markdown")
     parser.add_argument(
         "--log", action="store_true", help="log the table to a new MLflow run tagged evalpipe.role=compare"
@@ -151,7 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             mlflow_runs.insert(0, measured_run(client, extra, extra_cases))
             baseline = 0
         notes += data_notes(mlflow_runs)
-        result = compare_runs(runs, baseline, args.metrics, args.resamples, args.alpha, args.seed)
+        result = compare_runs(
+            runs, baseline, args.metrics, args.resamples, args.alpha, args.seed, args.correction, args.power
+        )
         diffs = case_diffs(result, args.cases, args.top) if args.cases is not None else []
     except CompareError as exc:
         print_error(exc, prog="evalpipe compare")

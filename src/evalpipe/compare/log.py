@@ -40,7 +40,13 @@ def log_comparison(
             "diff": c.diff,
             "diff_ci": None if c.diff is None else [c.diff_lo, c.diff_hi],
             "p_value": c.p_value,
+            "p_adjusted": c.p_adj,
+            "won": c.won,
+            "lost": c.lost,
+            "mde": c.mde.mde if c.mde is not None and c.mde.detectable else None,
+            "mde_method": c.mde.method if c.mde is not None else None,
             "significant": c.significant,
+            "tied_with_best": c.tied,
         }
         for c in result.comparisons
     ]
@@ -48,6 +54,8 @@ def log_comparison(
         params = {
             "metrics": json.dumps(result.metrics),
             "alpha": str(args.alpha),
+            "correction": result.correction,
+            "power": str(result.power),
             "resamples": str(args.resamples),
             "seed": str(args.seed),
             "cases": str(len(result.cases)),

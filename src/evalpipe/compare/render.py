@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalpipe.stats.comparison import Result
+from evalpipe.stats.corrections import DESCRIPTION, family_alpha
 
 
 def _ci(mean: float, lo: float, hi: float, signed: bool = False) -> str:
@@ -14,11 +15,19 @@ def _ci(mean: float, lo: float, hi: float, signed: bool = False) -> str:
 
 def table_rows(result: Result, alpha: float) -> tuple[list[str], list[list[str]]]:
     level = f"{(1 - alpha) * 100:g}%"
-    header = ["metric", "run", f"mean [{level} CI]", f"Δ vs baseline [{level} CI]", "p", "sig"]
+    adj = f"p {result.correction}" if result.correction != "none" else "p (raw)"
+    header = ["metric", "run", f"mean [{level} CI]", f"Δ vs baseline [{level} CI]", "won/lost", "p", adj]
+    header += ["detects ±", "sig"]
+    ties = len(result.runs) > 2
+    if ties:
+        header.append("tied")
     body = []
     for c in result.comparisons:
+        tied = (["="] if c.tied else [""]) if ties else []
         if c.is_baseline:
-            body.append([c.metric, c.run.label, _ci(c.mean, c.lo, c.hi), "(baseline)", "", ""])
+            body.append(
+                [c.metric, c.run.label, _ci(c.mean, c.lo, c.hi), "(baseline)", "", "", "", "", "", *tied]
+            )
             continue
         assert c.diff is not None and c.diff_lo is not None and c.diff_hi is not None
         body.append(
@@ -27,18 +36,35 @@ def table_rows(result: Result, alpha: float) -> tuple[list[str], list[list[str]]
                 c.run.label,
                 _ci(c.mean, c.lo, c.hi),
                 _ci(c.diff, c.diff_lo, c.diff_hi, signed=True),
+                f"{c.won}/{c.lost}",
                 f"{c.p_value:.4f}",
+                "" if c.p_adj is None else f"{c.p_adj:.4f}",
+                c.mde.text() if c.mde is not None else "",
                 "*" if c.significant else "",
+                *tied,
             ]
         )
     return header, body
 
 
 def caption(result: Result, resamples: int, alpha: float) -> str:
+    corrected = (
+        "not corrected for multiple comparisons"
+        if result.correction == "none"
+        else f"p adjusted over the {result.family} comparisons: {DESCRIPTION[result.correction]}"
+    )
+    level = family_alpha(alpha, result.family, result.correction)
     return (
         f"{len(result.runs)} runs · {len(result.cases)} common cases · baseline {result.baseline.label} · "
-        f"{resamples} resamples · * = paired randomization p < {alpha:g} "
-        "(not corrected for multiple comparisons)"
+        f"{resamples} resamples · * = paired randomization p < {alpha:g} ({corrected}) · detects ± = the "
+        f"smallest true difference detected with power {result.power:g} at alpha {level:.3g} "
+        "(docs/power.md)"
+        + (
+            " · tied = = not significantly worse than the metric's best run (paired test against it, "
+            "same correction)"
+            if len(result.runs) > 2
+            else ""
+        )
     )
 
 

@@ -64,7 +64,16 @@ def compare_suites(
                 for s in suites
             ]
             baseline = suite_baseline(suites, runs, args.baseline, pick_baseline)
-            result = compare_runs(runs, baseline, args.metrics, args.resamples, args.alpha, args.seed)
+            result = compare_runs(
+                runs,
+                baseline,
+                args.metrics,
+                args.resamples,
+                args.alpha,
+                args.seed,
+                args.correction,
+                args.power,
+            )
         except CompareError as exc:
             print_error(f"fixture {fixture}: {exc}", prog="evalpipe compare")
             return 2

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalpipe.fixture_check.check import CaseCheck, FixtureCheck
+from evalpipe.fixture_check.detectable import CHANGES, method_line, tier_power
 
 QUERY_WIDTH = 70
 
@@ -54,6 +55,21 @@ def tier_table(report: FixtureCheck) -> Table:
             str(t.candidates) if report.ambiguity else "-",
             f"{t.flagged} ({_pct(t.flagged_share)})",
         )
+    return table
+
+
+def _tier_power(report: FixtureCheck):
+    return tier_power([(t.tier, t.cases) for t in report.tiers])
+
+
+def power_table(report: FixtureCheck) -> Table:
+    """Per tier: the smallest change it detects, and the cases a 5- and a 2-point change need."""
+    table = Table(title=Text(f"What each tier can detect: {method_line()}"), title_justify="left")
+    for col in ("tier", "cases", "detects >=", *(f"cases for {c * 100:g} points" for c in CHANGES)):
+        table.add_column(col, justify="left" if col == "tier" else "right")
+    for t in _tier_power(report):
+        needed = [str(t.needed[c]) if t.needed[c] is not None else "> 200000" for c in CHANGES]
+        table.add_row(Text(t.tier), str(t.cases), t.mde.text(), *needed)
     return table
 
 
@@ -102,6 +118,7 @@ def print_report(
     console: Console, report: FixtureCheck, show_all: bool = False, show_candidates: bool = False
 ) -> None:
     console.print(tier_table(report))
+    console.print(power_table(report))
     flagged = report.flagged_cases
     if show_all:
         console.print(cases_table(list(report.cases), "Every case"))
@@ -158,6 +175,18 @@ def report_json(report: FixtureCheck) -> dict[str, Any]:
         "thresholds": {t: asdict(limits) for t, limits in report.thresholds.items()},
         "tiers": summaries,
         "tier_flags": report.tier_flags,
+        "detectable": {
+            "method": method_line(),
+            "tiers": [
+                {
+                    "tier": t.tier,
+                    "cases": t.cases,
+                    "mde": t.mde.mde if t.mde.detectable else None,
+                    "cases_needed": {f"{c:g}": t.needed[c] for c in CHANGES},
+                }
+                for t in _tier_power(report)
+            ],
+        },  # fmt: skip
         "flagged_cases": [c.case_id for c in report.flagged_cases],
         "cases": cases,
     }

@@ -20,6 +20,7 @@ from evalpipe.gate.model import GateError
 from evalpipe.safety.errors import print_error
 from evalpipe.safety.secrets import mask_text
 from evalpipe.stats.comparison import CompareError
+from evalpipe.stats.corrections import METHODS
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 
@@ -32,8 +33,10 @@ examples:
   evalpipe gate --baseline baseline.json --candidate outputs/pr --rules gate.yaml --markdown gate.md
 
 A regression is a drop larger than the allowed drop (--max-drop, absolute) AND a paired
-randomization p-value below --alpha, on any gated metric, overall or in any tier (a gain in one
-tier does not pay for a loss in another). The baseline and candidate must have been measured on
+randomization p-value below --alpha after correcting over the gate's rows (--correction, Holm
+by default), on any gated metric, overall or in any tier (a gain in one tier does not pay for a
+loss in another). Each row says the smallest drop it can detect (power --power, default 0.8); a
+warning names the rows whose allowed drop is below it. The baseline and candidate must have been measured on
 the same fixture, corpus and split (else exit 2; --allow-different-data compares anyway, flagged).
 A suite run (a parent run with one child run per fixture) is gated fixture by fixture.
 
@@ -135,6 +138,17 @@ def build_gate_parser() -> argparse.ArgumentParser:
     )
     rules.add_argument("--resamples", type=int, help="bootstrap / randomization resamples (default 10000)")
     rules.add_argument("--seed", type=int, help="random seed of the resampling (default 0)")
+    rules.add_argument(
+        "--correction",
+        choices=METHODS,
+        help="multiple-comparison correction over the gate's rows: holm (family-wise error, default), "
+        "bh (false discovery rate) or none",
+    )
+    rules.add_argument(
+        "--power",
+        type=float,
+        help="power at which each row's smallest detectable drop is computed (default 0.8)",
+    )
     parser.add_argument(
         "--allow-different-data",
         action="store_true",
@@ -204,6 +218,8 @@ def gate_main(argv: Sequence[str] | None = None) -> int:
             "alpha": args.alpha,
             "resamples": args.resamples,
             "seed": args.seed,
+            "correction": args.correction,
+            "power": args.power,
         }
         rules = load_rules(args.rules, flags)
         baseline = resolve(args.baseline, open_store, "--baseline", names=True)

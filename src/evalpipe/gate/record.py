@@ -10,11 +10,17 @@ gate.md / gate.json as artifacts. The candidate run gets `evalpipe.gate.run` and
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Any
 
 from evalpipe.gate.verdict import GateResult
 
 ROLE = "gate"
+
+
+def _name(part: str) -> str:
+    """A tier or metric name as part of an MLflow metric key (letters, digits, _ - . / and spaces)."""
+    return re.sub(r"[^\w\-. ]", "_", part)
 
 
 def _links(tracker: Any, result: GateResult) -> list[str]:
@@ -55,12 +61,22 @@ def log_gate(tracker: Any, experiment_id: str, result: GateResult, text: str, js
     }
     if result.different_data:
         tags["evalpipe.gate.different_data"] = "true"
+    tags["evalpipe.gate.correction"] = result.rules.correction
     name = f"gate {verdict}: {result.candidate.label} vs {base.reference or base.label}"[:250]
     metrics = {
         "gate/regressions": float(len(result.regressions)),
         "gate/rows": float(len(result.rows)),
         "gate/passed": float(result.passed),
     }
+    multi = len(result.fixtures) > 1
+    for row in result.rows:  # per row: the smallest drop it detects, and its adjusted p
+        where = re.sub(r"[^\w\-./ ]", "_", f"{row.key.fixture}/" if multi else "")
+        if row.mde is not None and row.mde.detectable:
+            metrics[f"gate/mde/{where}{_name(row.metric)}/{_name(row.tier)}"] = row.mde.mde
+        if row.p_adj is not None:
+            metrics[f"gate/p_adjusted/{where}{_name(row.metric)}/{_name(row.tier)}"] = row.p_adj
+    weak = [r for r in result.rows if r.mde is not None and (not r.mde.detectable or r.allowed < r.mde.mde)]
+    metrics["gate/rows_below_mde"] = float(len(weak))
     with mlflow_store.tracked_run(tracker, experiment_id, name, tags) as run_id:
         mlflow_store.log_batch(tracker, run_id, metrics=metrics, params={
             k: str(v) for k, v in result.rules.to_json().items()

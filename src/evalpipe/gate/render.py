@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 from evalpipe.gate.verdict import FixtureGate, GateResult, Row
+from evalpipe.stats.corrections import DESCRIPTION, family_alpha
+from evalpipe.stats.power import RHO, min_changed
 
 VERDICT_TEXT = {
     "regression": "REGRESSION",
@@ -44,8 +46,23 @@ def rules_line(result: GateResult) -> str:
     drop = f"allowed drop {rules.max_drop:g}" + (f" ({drops})" if drops else "")
     return (
         f"{drop} · alpha {rules.alpha:g} (paired randomization test, two-sided, {rules.resamples} "
-        f"resamples, seed {rules.seed}) · CI {(1 - rules.alpha) * 100:g}% paired bootstrap · "
+        f"resamples, seed {rules.seed}; p adjusted over the {len(result.rows)} rows: "
+        f"{DESCRIPTION[rules.correction]}) · CI {(1 - rules.alpha) * 100:g}% paired bootstrap · "
         f"scope {rules.scope}"
+    )
+
+
+def mde_line(result: GateResult) -> str:
+    """How the 'detects drops >=' column was computed (docs/power.md)."""
+    rules = result.rules
+    level = family_alpha(rules.alpha, len(result.rows), rules.correction)
+    return (
+        "detects >=: this gate can detect drops of at least this size: the smallest true drop the "
+        f"row detects with power {rules.power:g} at alpha "
+        f"{level:.3g} (the level a row is held to after the correction); 0/1 metrics: exact sign test on "
+        "the discordant cases, graded: normal approximation on the per-case differences; spread from "
+        f"the paired differences, or from the baseline with correlation {RHO:g} when fewer than "
+        f"{min_changed(level)} cases changed (docs/power.md)"
     )
 
 
@@ -63,8 +80,11 @@ def row_cells(row: Row, with_fixture: bool) -> list[str]:
         _num(row.candidate),
         f"{row.delta:+.4f}",
         f"[{row.ci[0]:+.4f}, {row.ci[1]:+.4f}]",
+        f"{row.won}/{row.lost}",
         f"{row.p:.4f}",
+        "" if row.p_adj is None else f"{row.p_adj:.4f}",
         f"{row.allowed:g}",
+        row.mde.text() if row.mde is not None else "",
         VERDICT_TEXT.get(row.verdict, row.verdict),
     ]
     return cells
@@ -80,8 +100,11 @@ def header(result: GateResult) -> list[str]:
         "candidate",
         "delta",
         level,
+        "won/lost",
         "p",
+        f"p {result.rules.correction}" if result.rules.correction != "none" else "p (raw)",
         "allowed drop",
+        "detects >=",
         "verdict",
     ]
     return (["fixture"] if _suite(result) else []) + cols
@@ -144,6 +167,7 @@ def markdown(result: GateResult, case_limit: int | None = None) -> str:
             cells = [f"**{c}**" for c in cells]
         body.append(cells)
     lines += markdown_table(header(result), body) + [""]
+    lines += [f"_{_md(mde_line(result))}_", ""]
     lines += [f"Data: {_md(line)}  " for line in data_lines(result)] + [""]
     for fixture in result.fixtures:
         lines += [f"### {_md(_diff_title(fixture))}", ""]
@@ -180,7 +204,10 @@ def payload(result: GateResult) -> dict[str, Any]:
         "rows": [
             {"fixture": r.key.fixture, "split": r.key.split, "metric": r.metric, "tier": r.tier,
              "cases": r.cases, "changed": r.changed, "baseline": r.baseline, "candidate": r.candidate,
-             "delta": r.delta, "ci": list(r.ci), "p": r.p, "allowed_drop": r.allowed, "verdict": r.verdict}
+             "delta": r.delta, "ci": list(r.ci), "won": r.won, "lost": r.lost, "p": r.p,
+             "p_adjusted": r.p_adj, "allowed_drop": r.allowed, "verdict": r.verdict,
+             "mde": r.mde.mde if r.mde is not None and r.mde.detectable else None,
+             "mde_method": r.mde.method if r.mde is not None else None}
             for r in result.rows
         ],
         "fixtures": [
@@ -218,9 +245,10 @@ def print_result(console: Any, result: GateResult, limit: int = PRINT_LIMIT) -> 
         for f in result.fixtures:
             for d in f.data_differences:
                 console.print(f"  [yellow]{escape(d)}[/]", soft_wrap=True)
-    table = Table(box=box.SIMPLE_HEAD)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for i, h in enumerate(header(result)):
-        table.add_column(h, justify="left" if i < (3 if _suite(result) else 2) else "right")
+        h = {"allowed drop": "allowed", "candidate": "cand."}.get(h, h)  # the CI log's 160 columns
+        table.add_column(h, justify="left" if i < (3 if _suite(result) else 2) else "right", no_wrap=True)
     previous = None
     for row in result.rows:
         if previous is not None and (row.key, row.metric) != previous:
@@ -229,6 +257,7 @@ def print_result(console: Any, result: GateResult, limit: int = PRINT_LIMIT) -> 
         color = {"regression": "bold red", "noise": "yellow", "untestable": "yellow", "improved": "green"}
         table.add_row(*(escape(c) for c in row_cells(row, _suite(result))), style=color.get(row.verdict))
     console.print(table)
+    console.print(escape(mde_line(result)), highlight=False, soft_wrap=True)
     for line in data_lines(result):
         console.print(f"data: {escape(line)}", highlight=False, soft_wrap=True)
     for fixture in result.fixtures:

@@ -4,8 +4,10 @@ A drop fails the gate only when it is both larger than the allowed absolute drop
 metric AND the paired randomization test says it is real (p < alpha). The first condition
 keeps a big fixture from failing on a real but negligible drop; the second keeps a small
 fixture from failing on the loss of one or two cases, which per-case noise produces all
-the time. Rows are gated overall and per tier (`scope`), because an aggregate hides a
-collapse in one tier that another tier's gain pays for.
+the time. The p-values are corrected over the gate's rows (Holm by default), and each row
+says the smallest drop it can detect (its MDE at `power`). Rows are gated overall and per
+tier (`scope`), because an aggregate hides a collapse in one tier that another tier's gain
+pays for.
 
 Rules are the defaults below, then a rules file (`--rules gate.yaml`, checked into the user's
 repo beside the baseline), then flags; see docs/gate.md for the noise the defaults tolerate.
@@ -19,9 +21,22 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.gate.model import GateError
+from evalpipe.stats.corrections import DEFAULT_METHOD, METHODS
+from evalpipe.stats.power import POWER
 
 SCOPES = ("both", "overall", "tiers")
-FIELDS = ("metrics", "scope", "max_drop", "max_drops", "alpha", "resamples", "seed", "tiers")
+FIELDS = (
+    "metrics",
+    "scope",
+    "max_drop",
+    "max_drops",
+    "alpha",
+    "resamples",
+    "seed",
+    "tiers",
+    "correction",
+    "power",
+)
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,10 @@ class GateRules:
     seed: int = 0
     #: tiers gated (empty = every tier of the fixture)
     tiers: tuple[str, ...] = ()
+    #: multiple-comparison correction over the gate's rows (`evalpipe.stats.corrections`)
+    correction: str = DEFAULT_METHOD
+    #: the power at which each row's minimum detectable drop is computed (`evalpipe.stats.power`)
+    power: float = POWER
 
     def allowed_drop(self, metric: str) -> float:
         return float(self.max_drops.get(metric, self.max_drop))
@@ -56,6 +75,8 @@ class GateRules:
             "resamples": self.resamples,
             "seed": self.seed,
             "tiers": list(self.tiers),
+            "correction": self.correction,
+            "power": self.power,
         }
 
 
@@ -105,6 +126,12 @@ def apply(rules: GateRules, data: Mapping[str, Any], where: str) -> GateRules:
             changes[key] = _number(value, key, where, 1e-9, 0.999999)
         elif key == "resamples":
             changes[key] = _number(value, key, where, 100, 10_000_000, integer=True)
+        elif key == "correction":
+            if value not in METHODS:
+                raise GateError(f"{where}: correction must be one of {', '.join(METHODS)}, got {value!r}")
+            changes[key] = value
+        elif key == "power":
+            changes[key] = _number(value, key, where, 0.01, 0.99)
         elif key == "seed":
             changes[key] = _number(value, key, where, 0, None, integer=True)
     return replace(rules, **changes)

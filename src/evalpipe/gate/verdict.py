@@ -4,13 +4,21 @@ Each row pairs the two runs case by case (the cases both scored), and reports bo
 the difference with its paired bootstrap CI (`evalpipe.stats.resampling`), the paired randomization p-value,
 and a verdict:
 
-* `regression`: the drop is larger than the allowed drop AND p < alpha: fails the gate;
-* `noise`: a drop larger than allowed, but p >= alpha: not shown to be real, passes;
+* `regression`: the drop is larger than the allowed drop AND the adjusted p < alpha: fails
+  the gate;
+* `noise`: a drop larger than allowed, but adjusted p >= alpha: not shown to be real, passes;
 * `untestable`: as `noise`, but the tier is so small (5 cases or fewer at alpha 0.05) that no
   p-value could reach alpha: passes, with a warning saying so;
 * `allowed`: a drop no larger than the allowed drop;
-* `improved`: a gain with p < alpha; `better`: a gain that is not significant;
+* `improved`: a gain with adjusted p < alpha; `better`: a gain that is not significant;
 * `unchanged`: the same mean.
+
+The rows are one family of tests (every fixture, metric and tier of the gate): their p-values
+are adjusted together (`rules.correction`, Holm by default, `evalpipe.stats.corrections`), and
+the verdicts use the adjusted p. Each row also carries its minimum detectable drop
+(`evalpipe.stats.power`, at the level a row is effectively tested at after the correction, and
+`rules.power`); a row whose allowed drop is below it is warned about: drops between the two
+pass as noise most of the time, so the row cannot fail for the right reason.
 
 The gate fails (exit 1) when any row is a regression, whatever other rows gained.
 """
@@ -18,7 +26,7 @@ The gate fails (exit 1) when any row is a regression, whatever other rows gained
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,8 +34,10 @@ import numpy as np
 from evalpipe.gate.model import FixtureKey, FixtureRun, GateError, Side
 from evalpipe.gate.rules import GateRules
 from evalpipe.gate.same_data import differences
+from evalpipe.stats import power
 from evalpipe.stats.case_diff import case_diff
 from evalpipe.stats.comparison import default_metrics
+from evalpipe.stats.corrections import DESCRIPTION, adjust, family_alpha
 from evalpipe.stats.resampling import paired_bootstrap_ci_diff, paired_randomization_test
 
 OVERALL = "overall"
@@ -48,6 +58,18 @@ class Row:
     p: float
     allowed: float
     verdict: str
+    #: the p-value adjusted over the gate's rows (the one the verdict uses)
+    p_adj: float | None = None
+    won: int = 0
+    lost: int = 0
+    #: the smallest drop this row detects (`evalpipe.stats.power.Detectable`)
+    mde: power.Detectable | None = None
+    base_values: np.ndarray | None = field(default=None, repr=False, compare=False)
+    cand_values: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def decision_p(self) -> float:
+        return self.p if self.p_adj is None else self.p_adj
 
     @property
     def failed(self) -> bool:
@@ -170,10 +192,53 @@ def gate_row(
     changed = int(np.count_nonzero(cand != base))
     allowed = rules.allowed_drop(metric)
     verdict = classify(delta, p, allowed, rules.alpha, int(base.size))
+    won, lost = int(np.count_nonzero(cand > base)), int(np.count_nonzero(cand < base))
     return Row(
         key, metric, tier, int(base.size), changed, float(base.mean()), float(cand.mean()), delta,
-        (lo, hi), p, allowed, verdict,
+        (lo, hi), p, allowed, verdict, None, won, lost, None, base, cand,
     )  # fmt: skip
+
+
+def corrected(fixtures: Sequence[FixtureGate], rules: GateRules, warnings: list[str]) -> list[FixtureGate]:
+    """The fixtures' rows with p adjusted over every row of the gate, verdicts from the adjusted p,
+    and each row's minimum detectable drop; warnings for rows whose allowed drop is below it."""
+    rows = [row for f in fixtures for row in f.rows]
+    adjusted = adjust([row.p for row in rows], rules.correction)
+    level = family_alpha(rules.alpha, len(rows), rules.correction)
+    out: list[FixtureGate] = []
+    i = 0
+    for f in fixtures:
+        new_rows = []
+        for row in f.rows:
+            p_adj = adjusted[i]
+            i += 1
+            assert p_adj is not None and row.base_values is not None and row.cand_values is not None
+            mde = power.paired(row.base_values, row.cand_values, level, rules.power)
+            verdict = classify(row.delta, p_adj, row.allowed, rules.alpha, row.cases)
+            new_rows.append(replace(row, p_adj=p_adj, verdict=verdict, mde=mde))
+        out.append(replace(f, rows=new_rows))
+        _mde_warnings(f.key, new_rows, rules, level, warnings)
+    return out
+
+
+def _mde_warnings(
+    key: FixtureKey, rows: Sequence[Row], rules: GateRules, level: float, warnings: list[str]
+) -> None:
+    """One warning per fixture and metric naming the rows whose allowed drop is below their MDE."""
+    by_metric: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.mde is not None and (not row.mde.detectable or row.allowed < row.mde.mde):
+            by_metric.setdefault(row.metric, []).append(row)
+    for metric, weak in by_metric.items():
+        parts = ", ".join(f"{r.tier} ({r.cases} cases) >= {r.mde.text()}" for r in weak if r.mde)
+        warnings.append(
+            f"{key}: {metric}: the allowed drop {weak[0].allowed:g} is below the smallest drop "
+            f"{len(weak)} of {sum(r.metric == metric for r in rows)} row(s) can detect ({parts}; power "
+            f"{rules.power:g} at alpha {level:.3g}: {rules.alpha:g} over the gate's rows, "
+            f"{DESCRIPTION[rules.correction]}): "
+            "a drop between the two passes as noise most of the time, so those rows cannot fail for the "
+            "right reason. Add cases to the tier, or allow a drop at least that large"
+        )
 
 
 def gate_fixture(
@@ -211,12 +276,6 @@ def gate_fixture(
             c = np.array([c_values[c] for c in ids], dtype=np.float64)
             row = gate_row(base.key, metric, tier, b, c, rules)
             rows.append(row)
-            if row.verdict == "untestable":
-                warnings.append(
-                    f"{base.key}: {metric} on {tier} dropped {-row.delta:.4f}, but the tier has only "
-                    f"{row.cases} cases: no paired test on so few can reach p < {rules.alpha:g} (the "
-                    f"smallest possible p is {min_p(row.cases):.3g}); add cases to that tier to gate it"
-                )
     primary = metrics[0]
     diff = case_diff(
         primary,
@@ -261,4 +320,12 @@ def run_gate(
     fixtures = [
         gate_fixture(base_runs[key], cand_runs[key], rules, warnings, diffs[key]) for key in base_runs
     ]
+    fixtures = corrected(fixtures, rules, warnings)
+    for row in (row for f in fixtures for row in f.rows):
+        if row.verdict == "untestable":
+            warnings.append(
+                f"{row.key}: {row.metric} on {row.tier} dropped {-row.delta:.4f}, but the tier has only "
+                f"{row.cases} cases: no paired test on so few can reach p < {rules.alpha:g} (the "
+                f"smallest possible p is {min_p(row.cases):.3g}); add cases to that tier to gate it"
+            )
     return GateResult(baseline, candidate, rules, fixtures, warnings, bool(all_diffs))

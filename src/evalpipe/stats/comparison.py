@@ -4,22 +4,28 @@ against a baseline, the paired bootstrap CI of the difference and a paired rando
 Means alone mislead on a fixture of a few hundred queries: two BM25 settings 0.8 points apart in
 recall@5 are usually the same system. Every run logs its per-case values (the `cases.json`
 table), so runs are aligned case by case (`evalpipe.stats.resampling` states the methods).
-p-values are per comparison, not corrected for multiple comparisons: with many runs and metrics
-expect some p < 0.05 by chance. No MLflow here: `evalpipe.compare` reads the runs.
+The p-values of all the cells (runs x metrics against the baseline) are one family: they are
+adjusted together (Holm by default, `evalpipe.stats.corrections`) and a cell is significant when
+its adjusted p < alpha. Each cell also carries the cases won and lost and its minimum detectable
+difference (`evalpipe.stats.power`, at the level a cell is held to after the correction). No
+MLflow here: `evalpipe.compare` reads the runs.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from evalpipe.safety.errors import EvalpipeError
+from evalpipe.stats import power as power_
 from evalpipe.stats.case_diff import CaseInfo, case_diff, case_info
+from evalpipe.stats.corrections import DEFAULT_METHOD, adjust, check_method, family_alpha
 from evalpipe.stats.resampling import bootstrap_ci, paired_bootstrap_ci_diff, paired_randomization_test
+from evalpipe.stats.ties import tied_with_best
 
 CASES_ARTIFACT = "cases.json"
 
@@ -74,6 +80,14 @@ class Comparison:
     diff_hi: float | None = None
     p_value: float | None = None
     significant: bool = False
+    #: the p adjusted over every cell of the comparison (what `significant` is decided on)
+    p_adj: float | None = None
+    won: int = 0
+    lost: int = 0
+    #: the smallest difference from the baseline this cell detects (`stats.power.Detectable`)
+    mde: power_.Detectable | None = None
+    #: the run is tied with the metric's best run (not significantly worse after the correction)
+    tied: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,13 @@ class Result:
     cases: list[str]
     metrics: list[str]
     warnings: list[str] = field(default_factory=list)
+    correction: str = DEFAULT_METHOD
+    power: float = power_.POWER
+
+    @property
+    def family(self) -> int:
+        """How many tests the correction was over (every non-baseline cell)."""
+        return sum(not c.is_baseline for c in self.comparisons)
 
 
 def common_cases(runs: Sequence[RunCases]) -> tuple[list[str], list[str]]:
@@ -125,13 +146,22 @@ def compare_runs(
     resamples: int = 10000,
     alpha: float = 0.05,
     seed: int = 0,
+    correction: str = DEFAULT_METHOD,
+    power: float = power_.POWER,
 ) -> Result:
     """Align `runs` on their common cases and compare each with `runs[baseline]`, metric by metric.
 
-    CIs are at level 1 - alpha, so a difference whose CI excludes 0 and a p < alpha mostly agree.
+    CIs are at level 1 - alpha, so a difference whose CI excludes 0 and a raw p < alpha mostly agree;
+    `significant` is decided on the p adjusted over every cell (`correction`).
     """
     if not runs:
         raise CompareError("no runs selected")
+    try:
+        check_method(correction)
+    except ValueError as exc:
+        raise CompareError(f"--correction: {exc}") from None
+    if not 0.0 < power < 1.0:
+        raise CompareError(f"--power must be between 0 and 1, got {power}")
     if not 0.0 < alpha < 1.0:
         raise CompareError(f"--alpha must be between 0 and 1, got {alpha}")
     if resamples < 1:
@@ -153,6 +183,7 @@ def compare_runs(
             raise CompareError(f"no per-case {metric!r} in any run; available: {available}")
     confidence = 1.0 - alpha
     out = []
+    pairs: list[tuple[np.ndarray, np.ndarray] | None] = []
     compared = []
     for metric in metrics:
         have = [r for r in ordered if metric in r.values]
@@ -173,13 +204,43 @@ def compare_runs(
             mean, lo, hi = bootstrap_ci(values, resamples, confidence, seed)
             if run is base:
                 out.append(Comparison(metric, run, mean, lo, hi, is_baseline=True))
+                pairs.append(None)
                 continue
             diff, dlo, dhi = paired_bootstrap_ci_diff(values, arrays[0], resamples, confidence, seed)
             p = paired_randomization_test(values, arrays[0], resamples, seed)
-            out.append(Comparison(metric, run, mean, lo, hi, False, diff, dlo, dhi, p, p < alpha))
+            won, lost = int(np.sum(values > arrays[0])), int(np.sum(values < arrays[0]))
+            out.append(
+                Comparison(metric, run, mean, lo, hi, False, diff, dlo, dhi, p, False, None, won, lost)
+            )
+            pairs.append((arrays[0], values))
+        if len(have) > 2:  # which runs the best cannot be told from (two runs: the baseline test says it)
+            tied = _tied(arrays, resamples, seed, alpha, correction)
+            start = len(out) - len(have)
+            for i in range(len(have)):
+                out[start + i] = replace(out[start + i], tied=i in tied)
     if not compared:
         raise CompareError("no metric could be compared: " + "; ".join(warnings[-len(metrics) :]))
-    return Result(out, base, ordered, cases, compared, warnings)
+    adjusted = adjust([c.p_value for c in out], correction)
+    level = family_alpha(alpha, sum(p is not None for p in adjusted), correction)
+    final = []
+    for c, p_adj, pair in zip(out, adjusted, pairs, strict=True):
+        if pair is not None and p_adj is not None:
+            mde = power_.paired(pair[0], pair[1], level, power)
+            c = replace(c, p_adj=p_adj, significant=p_adj < alpha, mde=mde)
+        final.append(c)
+    return Result(final, base, ordered, cases, compared, warnings, correction, power)
+
+
+def _tied(arrays: Sequence[np.ndarray], resamples: int, seed: int, alpha: float, correction: str) -> set[int]:
+    """The runs tied with the best (highest mean) on one metric: paired test against the best, p
+    adjusted over those comparisons (`stats.ties`)."""
+    means = [float(a.mean()) for a in arrays]
+    best = max(range(len(arrays)), key=lambda i: (means[i], -i))
+    p = [
+        None if i == best else paired_randomization_test(arrays[best], a, resamples, seed)
+        for i, a in enumerate(arrays)
+    ]
+    return set(tied_with_best(means, p, alpha, correction, best).tied)
 
 
 #: cases.json columns that are not averaged metrics.

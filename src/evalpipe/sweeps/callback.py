@@ -120,6 +120,8 @@ class MLflowSweepCallback(Callback):
         self._experiment_id = ""
         self._rows: list[Any] = []
         self._holdout: Any = None
+        self._significance: Any = None  # sweeps.significance.Significance: the tied group
+        self._stats: Any = None  # sweeps.significance.Settings, read from the config at the start
         self._launcher = ""
         self._plotter: Any = None  # reporting.plot_worker.PlotWorker, importing matplotlib meanwhile
         self._store: Any = None  # tracking.sweep_store.LocalStore or WorkerStore
@@ -156,9 +158,14 @@ class MLflowSweepCallback(Callback):
         from evalpipe.tracking.sweep_summary import swept_keys
 
         compose_once.install()  # each job's config composed once (the check's copy goes to the launcher)
+        from evalpipe.sweeps.significance import settings_from
+
         try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
             check_sweep(config, swept_keys(*_sweeper_spec(config)))
+            self._stats = settings_from(config.get("sweep"))
         except EvalpipeError as exc:
+            fail(exc)
+        except ValueError as exc:  # a bad sweep.alpha / correction / power
             fail(exc)
         # lazy: evalpipe.tracking, ~8 ms
         from evalpipe.tracking import upload_worker
@@ -215,6 +222,13 @@ class MLflowSweepCallback(Callback):
             if config.hydra.sweeper.get(key) is not None:
                 params[f"sweeper.{key}"] = str(config.hydra.sweeper.get(key))
         params["objective"] = self._objective
+        params.update(
+            {
+                "stats.alpha": str(self._stats.alpha),
+                "stats.correction": self._stats.correction,
+                "stats.power": str(self._stats.power),
+            }
+        )
         run_name = f"{name or 'sweep'} {self._sweep_id}"
         ks = [int(k) for k in config.ks]
         try:
@@ -422,7 +436,8 @@ class MLflowSweepCallback(Callback):
 
         console = Console(width=None if sys.stdout.isatty() else 160)
         top = top_points(self._rows, self._objective)
-        header, body = points_table(top, self._keys)
+        sig = self._significance
+        header, body = points_table(top, self._keys, {r.run_id for r in sig.tied_rows} if sig else None)
         table = Table(
             box=box.SIMPLE_HEAD,
             title=f"sweep {self._sweep_id}: top {len(top)} of {len(self._rows)} points "
@@ -435,6 +450,15 @@ class MLflowSweepCallback(Callback):
             table.add_row(*(escape(cell) for cell in row[:-1]), point.run_id[:8])
         console.print(table)
         console.print(escape(best_line(self._rows, self._keys, self._objective)), highlight=False)
+        if self._significance is not None:
+            from evalpipe.sweeps.significance import label_for, mde_line
+
+            sig, label = self._significance, label_for(self._keys)
+            console.print(escape(sig.headline(label)), highlight=False, soft_wrap=True)
+            if sig.mde is not None:
+                console.print(escape(mde_line(sig)), highlight=False, soft_wrap=True)
+            for warning in sig.warnings(label):
+                console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
         if self._holdout is not None:
             # lazy: evalpipe.sweeps.holdout, numpy, ~93 ms
             from evalpipe.sweeps.holdout import print_holdout
@@ -495,8 +519,22 @@ class MLflowSweepCallback(Callback):
             }
         )
         tags = {f"best/{name}.run_id": row.run_id for name, row in best.items()}
+        sig = self._tied_group(store, rows)
         held = self._run_holdout(store, parent, rows) if aborted is None else None
         description = sweep_description(rows, self._keys, self._objective, self._sweep_id)
+        if sig is not None:
+            from evalpipe.sweeps import significance
+
+            metrics.update(significance.metrics(sig))
+            tags.update(significance.tags(sig))
+            label = significance.label_for(self._keys)
+            lines = [f"**{sig.headline(label)}**"] + [f"**warning: {w}**" for w in sig.warnings(label)]
+            description = "\n\n".join(lines) + "\n\n" + description
+            if held is not None:
+                import dataclasses
+
+                held = dataclasses.replace(held, tied=tuple(label(r) for r in sig.tied_rows))
+                self._holdout = held
         if held is not None:
             # lazy: evalpipe.sweeps, numpy, ~105 ms
             from evalpipe.sweeps import holdout
@@ -516,6 +554,10 @@ class MLflowSweepCallback(Callback):
                 name,
                 note=ABORT_NOTE if aborted else "",
                 holdout_lines=holdout.markdown(held) if held is not None else (),
+                tied_lines=significance.markdown(sig, self._keys, significance.label_for(self._keys))
+                if sig is not None
+                else (),
+                tied={r.run_id for r in sig.tied_rows} if sig is not None else None,
             ),
             "summary.csv": summary_csv(rows, self._keys, holdout=held),
         }
@@ -554,6 +596,38 @@ class MLflowSweepCallback(Callback):
                     (out / fname).write_text(str(files[fname]), encoding="utf-8")
         return failed
 
+    def _tied_group(self, store: Any, rows: list[Any]) -> Any:
+        """The points tied with the best on the objective (and against the default), from their
+        per-case values; None when fewer than two points have them. Never costs the summary."""
+        from omegaconf import OmegaConf
+
+        from evalpipe.sweeps import significance
+        from evalpipe.sweeps.holdout import per_case
+
+        measured = [r for r in rows if r.measured]
+        if len(measured) < 2 or self._stats is None:
+            return None
+        try:
+            # A tracker of its own: `store.local()` would turn a WorkerStore's later calls (the parent's
+            # end) away from the worker, which then ends the parent KILLED as a run it still holds open.
+            from evalpipe.compare.runs import open_tracker
+
+            client = store.tracker.client if not hasattr(store, "local") else open_tracker(store.uri).client
+            cases = [per_case(client, r.run_id, self._objective) for r in measured]
+            defaults: dict[str, Any] = {}
+            if self._config is not None:
+                for key in self._keys:
+                    value = OmegaConf.select(self._config, key, default="\0missing")
+                    if value != "\0missing" and not OmegaConf.is_config(value):
+                        defaults[key] = value
+            default = significance.default_index(measured, self._keys, defaults)
+            sig = significance.significance(measured, cases, self._objective, self._stats, default)
+        except Exception as exc:  # the tests are on top of the sweep: never cost its summary
+            print(f"[evalpipe] warning: tied-with-best skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return None
+        self._significance = sig
+        return sig
+
     def _run_holdout(self, store: Any, parent: str, rows: list[Any]) -> Any:
         """On a dev-split sweep: the best and the reference point re-run on the test split."""
         # lazy: evalpipe.sweeps, numpy, ~106 ms
@@ -569,9 +643,12 @@ class MLflowSweepCallback(Callback):
         task += hydra_overrides([str(x) for x in OmegaConf.to_container(config.hydra.overrides.hydra)])
         link = link_env(parent, holdout.HOLDOUT_ROLE, self._sweep_id)
         try:
-            tracker = store.local().tracker if hasattr(store, "local") else store.tracker
+            from evalpipe.compare.runs import open_tracker
+
+            # Not store.local(): see _tied_group (the parent would end KILLED by the upload worker).
+            client = store.tracker.client if not hasattr(store, "local") else open_tracker(store.uri).client
             held = holdout.run_holdout(
-                tracker.client,
+                client,
                 rows,
                 self._objective,
                 task,

@@ -84,10 +84,21 @@ class Holdout:
     best: HoldoutRun | None = None
     default: HoldoutRun | None = None
     notes: tuple[str, ...] = ()
+    #: the points tied with the best on dev (`sweeps.significance`), named
+    tied: tuple[str, ...] = ()
+    won: int | None = None
+    lost: int | None = None
+
+    @property
+    def p_adjusted(self) -> float | None:
+        """The p that decides. The family is this one comparison, on test cases no point was picked
+        on (the choice among the points was made on dev), so it needs no correction: adjusted = raw."""
+        return self.p_value
 
     @property
     def beats_default(self) -> bool:
-        return self.diff is not None and self.diff > 0 and self.p_value is not None and self.p_value < ALPHA
+        p = self.p_adjusted
+        return self.diff is not None and self.diff > 0 and p is not None and p < ALPHA
 
     @property
     def gap_flagged(self) -> bool:
@@ -110,9 +121,10 @@ class Holdout:
         if self.verdict == "not_better":
             p = "n/a" if self.p_value is None else f"{self.p_value:.4f}"
             diff = "n/a" if self.diff is None else f"{self.diff:+.4f}"
+            tied = f"; tied with the best on dev: {', '.join(self.tied)}" if self.tied else ""
             out.append(
                 f"the tuned point is NOT significantly better than the default on the test split "
-                f"({self.objective} {diff}, paired p = {p}): the sweep's gain on dev may not be real"
+                f"({self.objective} {diff}, paired p = {p}): the sweep's gain on dev may not be real{tied}"
             )
         return out
 
@@ -304,7 +316,8 @@ def compare(
         b = np.array([default_cases[c] for c in shared])
         diff, dlo, dhi = stats.paired_bootstrap_ci_diff(a, b, RESAMPLES)
         p = stats.paired_randomization_test(a, b, RESAMPLES)
-        out.update(diff=diff, diff_lo=dlo, diff_hi=dhi, p_value=p)
+        won, lost = int(np.sum(a > b)), int(np.sum(a < b))
+        out.update(diff=diff, diff_lo=dlo, diff_hi=dhi, p_value=p, won=won, lost=lost)
     elif best_test is not None and default_test is not None:
         out.update(diff=best_test - default_test)
     return Holdout(
@@ -337,7 +350,7 @@ def _ci(lo: float | None, hi: float | None) -> str:
 def table(h: Holdout) -> tuple[list[str], list[list[str]]]:
     """One row per point: dev, test, gap (CI), vs default on test (CI), p, beats default."""
     header = ["point", "dev", "test", "gap dev-test", "gap 95% CI", "Δ vs default on test"]
-    header += ["Δ 95% CI", "p", "beats default"]
+    header += ["Δ 95% CI", "won/lost", "p", "beats default"]
     best = [
         f"tuned: {h.best_label}",
         _f(h.best_dev),
@@ -346,10 +359,11 @@ def table(h: Holdout) -> tuple[list[str], list[list[str]]]:
         _ci(h.gap_lo, h.gap_hi),
         _f(h.diff, True),
         _ci(h.diff_lo, h.diff_hi),
+        "—" if h.won is None else f"{h.won}/{h.lost}",
         "—" if h.p_value is None else f"{h.p_value:.4f}",
         {"beats_default": "yes", "not_better": "NO"}.get(h.verdict, "—"),
     ]
-    default = ["default", "—", _f(h.default_test), "", "", "(baseline)", "", "", ""]
+    default = ["default", "—", _f(h.default_test), "", "", "(baseline)", "", "", "", ""]
     return header, [best, default]
 
 
@@ -384,7 +398,8 @@ def markdown(h: Holdout) -> list[str]:
     cases = f" · {h.n_dev} dev / {h.n_test} test cases" if h.n_test else ""
     out = ["## Hold-out check (tuned on dev, measured on test)", ""]
     out += [f"_objective `{h.objective}`{cases} · gap CI: bootstrap over both case sets · "]
-    out[-1] += "Δ: paired over the test cases (bootstrap CI, randomization p) · "
+    out[-1] += "Δ: paired over the test cases (bootstrap CI, randomization p; one comparison on fresh "
+    out[-1] += "cases, so p needs no correction) · "
     out[-1] += "default = the sweep's command without its swept overrides_"
     out += [""] + markdown_table(*table(h)) + [""]
     out += [f"**warning: {w}**" for w in h.warnings()] + [f"_note: {n}_" for n in h.notes]

@@ -14,7 +14,7 @@ import io
 import json
 import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,14 +247,20 @@ def _columns(rows: Sequence[SweepRow]) -> list[tuple[str, str, str]]:
     return cols
 
 
-def points_table(rows: Sequence[SweepRow], keys: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+def points_table(
+    rows: Sequence[SweepRow], keys: Sequence[str], tied_ids: Collection[str] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """The points' figures; with `tied_ids` (run IDs), a `tied` column marking the points tied with
+    the best (`sweeps.significance`)."""
     cols = _columns(rows)
-    header = ["job", *keys, *(h for h, _, _ in cols), "status", "run"]
+    tied = [] if tied_ids is None else ["tied"]
+    header = ["job", *keys, *(h for h, _, _ in cols), *tied, "status", "run"]
     body = [
         [
             DASH if r.job is None else str(r.job),
             *(_cell(r.values.get(k, DASH)) for k in keys),
             *(_fmt(r, name, kind) for _, name, kind in cols),
+            *(["="] if tied and r.run_id in (tied_ids or ()) else [""] if tied else []),
             r.status.lower(),
             f"`{r.run_id}`",
         ]
@@ -271,9 +277,12 @@ def summary_markdown(
     title: str = "",
     note: str = "",
     holdout_lines: Sequence[str] = (),
+    tied_lines: Sequence[str] = (),
+    tied: Collection[str] | None = None,
 ) -> str:
     """The sweep's Markdown summary: the hold-out check (dev-split sweeps, `holdout.markdown`'s
-    lines, rendered by the caller so this module never imports `holdout`, which imports it), every
+    lines, rendered by the caller so this module never imports `holdout`, which imports it), the
+    points tied with the best (`significance.markdown`'s lines; `tied`: their run IDs), every
     point, the best point per metric."""
     failed = sum(r.status == "FAILED" for r in rows)
     reused = sum(r.status == REUSED for r in rows)
@@ -285,7 +294,8 @@ def summary_markdown(
     if note:
         out += [f"**{note}**", ""]
     out += list(holdout_lines)
-    out += ["## Points", ""] + markdown_table(*points_table(rows, keys)) + [""]
+    out += list(tied_lines)
+    out += ["## Points", ""] + markdown_table(*points_table(rows, keys, tied)) + [""]
     best = best_points(rows, best_metric_names(rows, objective))
     if best:
         header = ["metric", "best", "job", *keys, "run"]
