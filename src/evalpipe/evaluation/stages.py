@@ -68,6 +68,12 @@ def check(cfg: DictConfig) -> RunState:
     err = Console(stderr=True)
     register_config(cfg)  # from here on, secret values are masked in everything written
     ranker_choice, overrides, out_dir = hydra_context()
+    if out_dir is not None:  # never overwrite results that exist nowhere else
+        from evalpipe.reporting.local import unsynced
+
+        kept = unsynced(out_dir)
+        if kept:
+            fail(kept)
     try:
         checked = preflight.check(cfg, overrides)
         judge = build_judge(cfg.get("judge"))
@@ -99,7 +105,7 @@ def open_store(state: RunState) -> None:
     worker = upload_worker.take()
     if worker is not None and not state.offline and _worker_fits(state):
         try:
-            uri = tracking.check_store(cfg.tracking.uri)
+            uri = tracking.check_store(cfg.tracking.uri, state.experiment)
         except EvalpipeError as exc:
             fail(str(exc))
         with contextlib.suppress(upload_worker.WorkerGone):  # gone: open it here instead

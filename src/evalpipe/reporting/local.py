@@ -179,6 +179,26 @@ def load_run(directory: Path) -> SavedRun:
     return SavedRun(directory, info, metrics, params, tags)
 
 
+def unsynced(directory: Path) -> str | None:
+    """Why `directory` must not take a new run: it holds a saved run not (completely) uploaded, whose
+    files a new run would overwrite (None when it is empty, uploaded, or holds no run)."""
+    path = directory / INFO_FILE
+    if not path.is_file():
+        return None
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        state = str(info.get("upload", "unknown")) if isinstance(info, dict) else "unreadable"
+    except (OSError, ValueError):
+        state = "unreadable"
+    if state == "complete":
+        return None
+    return (
+        f"{directory} holds a saved run that is not in a tracking store yet ({INFO_FILE}: upload "
+        f"{state}); a new run there would overwrite it: upload it first with `evalpipe sync {directory}`, "
+        "move it away, or give this run another hydra.run.dir=..."
+    )
+
+
 def find_saved_runs(paths: Iterable[Path]) -> list[Path]:
     """Directories holding a run_info.json: the paths themselves or anywhere below (a multirun dir)."""
     found: list[Path] = []
