@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.gate.model import DataId, FixtureKey, FixtureRun, GateError, Side, split_of
+from evalpipe.inputs.files import read_json_text
+from evalpipe.safety.errors import EvalpipeError
 from evalpipe.sweeps.compare import CompareError, cases_from_rows, load_cases
 
 PARENT_TAG = "mlflow.parentRunId"
@@ -135,8 +137,10 @@ def _saved_fixture_run(directory: Path) -> tuple[FixtureRun, Any]:
     if not path.is_file():
         raise GateError(f"saved run {directory} has no {TABLE_FILE} (per-case table); re-run it")
     try:
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, ValueError) as exc:
+        rows = [
+            json.loads(line) for line in read_json_text(path, "per-case table").splitlines() if line.strip()
+        ]
+    except (EvalpipeError, OSError, ValueError, RecursionError) as exc:
         raise GateError(f"{path}: cannot read the per-case table ({exc})") from None
     run_id = str(info.get("run_id") or info.get("local_id") or directory.name)
     name = str(info.get("run_name") or "")

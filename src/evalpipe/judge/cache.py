@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalpipe.inputs.files import check_regular
 from evalpipe.judge.verdict import Verdict
 from evalpipe.safety.errors import EvalpipeError
 
@@ -133,6 +134,11 @@ class JudgementCache:
     def __init__(self, path: Path, timeout: float = 30.0):
         self.path = path
         self.timeout = timeout
+        if path.exists() or path.is_symlink():  # a FIFO or device would block or be clobbered by SQLite
+            try:
+                check_regular(path, "judge cache", " (delete it, or set judge.cache_dir=...)")
+            except EvalpipeError as exc:
+                raise CacheError(str(exc)) from None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(str(path), timeout=timeout)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalpipe.inputs.files import read_json_text
 from evalpipe.safety.errors import EvalpipeError
 
 INFO_FILE = "run_info.json"
@@ -51,16 +52,22 @@ class SavedRun:
     def case_table(self) -> dict[str, list[Any]] | None:
         """The per-case table (columns) back from cases.jsonl, as the run logged it."""
         path = self.directory / TABLE_FILE
-        if not path.is_file():
+        if not path.exists():
             return None
+        try:
+            text = read_json_text(path, "per-case table")
+        except EvalpipeError as exc:
+            raise SavedRunError(str(exc)) from None
         rows = []
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SavedRunError(f"{path}:{lineno}: truncated or not JSON ({exc.msg})") from None
+            except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
+                raise SavedRunError(
+                    f"{path}:{lineno}: truncated or not JSON ({getattr(exc, 'msg', 'nested too deeply')})"
+                ) from None
             if not isinstance(row, dict):
                 raise SavedRunError(f"{path}:{lineno}: a JSON {type(row).__name__}, not a case record")
             rows.append(row)
@@ -129,30 +136,34 @@ RUN_STATUSES = ("FINISHED", "FAILED", "KILLED")
 
 def _read_json_object(path: Path, required: bool) -> dict[str, Any]:
     """A JSON object from `path` ({} if absent and not required), or one line naming what is wrong."""
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         if required:
             raise SavedRunError(f"{path} is missing: this is not a saved evalpipe run")
         return {}
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SavedRunError(f"{path}: not UTF-8 text (byte {exc.start}): the file is damaged") from None
-    except OSError as exc:
-        raise SavedRunError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        text = read_json_text(path, "saved-run file")  # a regular file within the size limit, UTF-8
+    except EvalpipeError as exc:
+        raise SavedRunError(f"{exc}: the file is damaged or not what evalpipe wrote") from None
     if not text.strip():
         raise SavedRunError(
             f"{path} is empty (the run was stopped while saving it?): re-run to measure it again"
         )
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise SavedRunError(
-            f"{path} is truncated or not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}): "
+            f"{path} is truncated or not JSON ({_json_where(exc)}): "
             "it was not completely written; re-run to measure it again"
         ) from None
     if not isinstance(data, dict):
         raise SavedRunError(f"{path} holds a JSON {type(data).__name__}, not the object evalpipe writes")
     return data
+
+
+def _json_where(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    return "nested too deeply"
 
 
 def load_run(directory: Path) -> SavedRun:
