@@ -16,12 +16,14 @@ to fix it; none of them is "the store is down, sync later", which fits only an u
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
 import sqlite3
 import time
 import urllib.parse
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -127,10 +129,30 @@ def check_sqlite(db: Path, uri: str, experiment: str | None) -> None:
     except sqlite3.Error as exc:
         raise StoreProblem(f"tracking store {shown}: cannot open {db} ({exc})") from None
     try:
-        _check_tables(con, db, shown, experiment)
+        with _no_migration(db):  # a first run creating the schema passes through older versions
+            _check_tables(con, db, shown, experiment)
         _check_lock(con, db, shown)
     finally:
         con.close()
+
+
+@contextlib.contextmanager
+def _no_migration(db: Path) -> Iterator[None]:
+    """Shared lock on `<db>.lock` (`tracking.schema_lock` holds it exclusively while it creates or
+    migrates the schema): the version read is the finished one."""
+    import fcntl
+
+    try:
+        fh = open(db.with_name(db.name + ".lock"), "a+")  # noqa: SIM115 (held across the yield)
+    except OSError:  # a read-only folder: nobody can be migrating through it
+        yield
+        return
+    with fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def _check_tables(con: sqlite3.Connection, db: Path, shown: str, experiment: str | None) -> None:
