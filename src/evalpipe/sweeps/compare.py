@@ -731,9 +731,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True)
     try:
+        given = list(args.runs or [])
+        twice = sorted({r for r in given if given.count(r) > 1})
+        if twice:  # before the store is opened: the mistake is on the command line
+            raise CompareError(
+                f"--runs gives the same run ID twice ({', '.join(map(repr, twice))}): a run compared with "
+                "itself has no differences; give two different runs (or --baseline RUN)"
+            )
         tracker = open_tracker(args.tracking_uri)
         client = tracker.client
         mlflow_runs, notes = select_runs(client, args)
+        ids = [r.info.run_id for r in mlflow_runs]
+        if args.runs and len(set(ids)) < len(given) and len(set(ids)) == len(ids) == 1:
+            raise CompareError(
+                f"--runs {' '.join(given)} all name the same run {ids[0]} (an ID and its prefix?): "
+                "give two different runs (or --baseline RUN)"
+            )
         from evalpipe.suite.compare import compare_suites, is_suite_run
 
         suites = [r for r in mlflow_runs if is_suite_run(r)]
