@@ -239,7 +239,7 @@ def load_jsonl_corpus(path: str | Path, name: str = "") -> Corpus:
                 for lineno, line in _capped_lines(io.TextIOWrapper(stream, encoding="utf-8"), MAX_LINE_BYTES):
                     if len(line) > MAX_LINE_BYTES and not line.endswith("\n"):
                         raise CorpusError(
-                            f"{path}:{lineno}: line longer than {MAX_LINE_BYTES / 2**20:,.0f} MB (the limit; "
+                            f"{path}:{lineno}: line longer than {MAX_LINE_BYTES / 2**20:,.1f} MB (the limit; "
                             "EVALPIPE_MAX_LINE_MB=... raises it)"
                         )
                     if lineno == 1 and line.startswith(BOM):

@@ -81,6 +81,13 @@ _KINDS = (
 )
 
 
+def size_text(n: float) -> str:
+    """Bytes as the unit a reader would pick (the limits are stated in MB, tests shrink them)."""
+    if n >= 2**20:
+        return f"{n / 2**20:,.1f} MB"
+    return f"{n / 1024:,.1f} KB" if n >= 1024 else f"{int(n)} bytes"
+
+
 def check_regular(path: Path, what: str = "input file", tail: str = "") -> os.stat_result:
     """The stat of `path` if it is a regular file, else one line saying what it is. Asked with
     os.stat, never by opening it: opening a FIFO with no writer blocks for ever."""
@@ -99,8 +106,8 @@ def check_regular(path: Path, what: str = "input file", tail: str = "") -> os.st
 def check_size(path: Path, st: os.stat_result, what: str = "input file") -> None:
     if st.st_size > MAX_FILE_BYTES:
         raise InputFileError(
-            f"{path}: {what} of {st.st_size / 2**20:,.0f} MB is larger than the limit of "
-            f"{MAX_FILE_BYTES / 2**20:,.0f} MB (EVALPIPE_MAX_FILE_MB=... raises it)"
+            f"{path}: {what} of {size_text(st.st_size)} is larger than the limit of "
+            f"{size_text(MAX_FILE_BYTES)} (EVALPIPE_MAX_FILE_MB=... raises it)"
         )
 
 
@@ -164,7 +171,7 @@ def _gunzip_capped(data: bytes, path: Path) -> bytes:
             out += chunk
             if len(out) > MAX_FILE_BYTES:
                 raise InputFileError(
-                    f"{path}: decompresses to more than {MAX_FILE_BYTES / 2**20:,.0f} MB "
+                    f"{path}: decompresses to more than {size_text(MAX_FILE_BYTES)} "
                     "(EVALPIPE_MAX_FILE_MB=... raises the limit)"
                 )
     return bytes(out)
@@ -200,7 +207,7 @@ def binary_lines(path: Path, raw: Iterable[bytes]) -> Iterator[tuple[int, str]]:
             return
         except _LongLine:
             raise InputFileError(
-                f"{path}:{lineno + 1}: line longer than {MAX_LINE_BYTES / 2**20:,.0f} MB (the limit; "
+                f"{path}:{lineno + 1}: line longer than {size_text(MAX_LINE_BYTES)} (the limit; "
                 "EVALPIPE_MAX_LINE_MB=... raises it)"
             ) from None
         except (gzip.BadGzipFile, EOFError, zlib.error) as exc:

@@ -742,10 +742,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         client = tracker.client
         mlflow_runs, notes = select_runs(client, args)
         ids = [r.info.run_id for r in mlflow_runs]
-        if args.runs and len(set(ids)) < len(given) and len(set(ids)) == len(ids) == 1:
+        if args.runs and len(set(ids)) < len(given):
+            distinct = ", ".join(dict.fromkeys(ids))
             raise CompareError(
-                f"--runs {' '.join(given)} all name the same run {ids[0]} (an ID and its prefix?): "
-                "give two different runs (or --baseline RUN)"
+                f"--runs {' '.join(given)} name {len(set(ids))} distinct run(s), not {len(given)}: "
+                f"{distinct} (an ID and its prefix name the same run): give each run once"
             )
         from evalpipe.suite.compare import compare_suites, is_suite_run
 
