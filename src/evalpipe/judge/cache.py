@@ -182,6 +182,15 @@ class JudgementCache:
         except sqlite3.Error as exc:
             raise CacheError(describe(exc, self.path, self.timeout)) from None
 
+    def holds(self, backend: str, model: str, server: str, prompt_version: str) -> bool:
+        """Whether any verdict of this judge (backend, model, server, prompt version) is cached."""
+        rows = self._run(
+            f"SELECT 1 FROM {TABLE} WHERE backend = ? AND model = ? AND server = ? "
+            "AND prompt_version = ? LIMIT 1",
+            (backend, model, server, prompt_version),
+        )
+        return bool(rows)
+
     def check_writable(self) -> None:
         """Take and release the write lock, so a locked cache is found before any call is paid for."""
         try:
