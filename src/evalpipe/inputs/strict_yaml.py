@@ -137,8 +137,14 @@ def parse(text: str, path: Path | str) -> Any:
         kind = "" if isinstance(exc, _DuplicateKey | _TooDeep) else "invalid YAML: "
         hint = " (YAML indents with spaces, not tabs)" if "'\\t'" in problem else ""
         raise YAMLFileError(f"{path}{line}: {kind}{problem}{hint}") from None
+    except yaml.reader.ReaderError as exc:  # a control character YAML does not allow (found by fuzzing)
+        line = text[: exc.position].count("\n") + 1
+        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+        raise YAMLFileError(
+            f"{path}:{line}: invalid YAML: the control character #x{code:04x} is not allowed: remove it"
+        ) from None
     except yaml.YAMLError as exc:
-        raise YAMLFileError(f"{path}: invalid YAML: {exc}") from None
+        raise YAMLFileError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
     except RecursionError:  # a nesting the composer's limit did not see (e.g. in flow style)
         raise YAMLFileError(f"{path}: nested too deeply to read (more than {MAX_DEPTH} levels)") from None
 
