@@ -122,7 +122,8 @@ def read_bytes(path: Path, what: str = "input file") -> bytes:
 
 
 def read_json_text(path: Path, what: str = "input file") -> str:
-    """A whole file as UTF-8 text for a JSON reader (a regular file, within the size limit)."""
+    """A whole file as UTF-8 text (a leading BOM dropped) for a JSON, TSV or prompt reader: a regular
+    file (a FIFO is refused before it is opened), within the size limit."""
     return decode_text(read_bytes(path, what), path)
 
 
