@@ -335,6 +335,8 @@ def extract_python(
         raise PythonParseError(path, exc.lineno or 0, f"SyntaxError: {exc.msg}") from None
     except ValueError as exc:  # e.g. source contains NUL bytes
         raise PythonParseError(path, 0, str(exc)) from None
+    except (MemoryError, RecursionError):  # nesting too deep for CPython's parser (found by fuzzing)
+        raise PythonParseError(path, 0, "nested too deeply for Python's parser") from None
     lines = source.splitlines()
     is_package = PurePosixPath(path).name == "__init__.py"
     bindings, imported = _collect_imports(tree, module, is_package)

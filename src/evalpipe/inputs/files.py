@@ -61,6 +61,10 @@ def require_file(path: Path, what: str, hint: str = "") -> Path:
             ) from None
         if exc.errno == errno.EACCES:
             raise InputFileError(f"{what} {path} cannot be reached (permission denied)") from None
+        if exc.errno != errno.ENOENT:  # a name too long, a file where a folder belongs, ...
+            raise InputFileError(
+                f"{what} {_clipped(path)} cannot be reached ({exc.strerror or exc}){tail}"
+            ) from None
     if path.is_dir():
         raise MissingInputError(f"{what} {path} is a directory, not a file{tail}")
     if not path.exists():
@@ -86,6 +90,12 @@ def size_text(n: float) -> str:
     if n >= 2**20:
         return f"{n / 2**20:,.1f} MB"
     return f"{n / 1024:,.1f} KB" if n >= 1024 else f"{int(n)} bytes"
+
+
+def _clipped(path: Path, limit: int = 300) -> str:
+    """A path for a message: as is, or its first and last characters when it is absurdly long."""
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:200]}...{text[-80:]}"
 
 
 def check_regular(path: Path, what: str = "input file", tail: str = "") -> os.stat_result:
