@@ -442,3 +442,30 @@ def test_fuzz_harness_can_fail():
     finally:
         HANG_S = saved
         shutil.rmtree(fifo.parent)
+
+
+def test_what_the_fuzzing_found_stays_fixed(tmp_path):
+    """Each input the fuzzing turned up, as a fixed example (the alarm in `holds` bounds each)."""
+    import warnings
+
+    from evalpipe.corpus.build import build_corpus
+    from evalpipe.inputs.fixture import load_fixture
+
+    fx = write_tiny(tmp_path)
+    text = fx.read_text()
+    fx.write_text("\x0b" + text)  # a control character: PyYAML's two-line ReaderError
+    holds(lambda: load_fixture(fx), tmp_path)
+    fx.write_text(text.replace("corpus: corpus.jsonl", "corpus: c" + "[" * 300 + "1" + "]" * 300))
+    holds(lambda: load_fixture(fx), tmp_path)  # a name too long for the file system
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "deep.py").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")  # past CPython's parser
+    (src / "spaces.md").write_text("## Ins" + " " * 300_000 + "tall\n")  # the ATX regex backtracked
+    (src / "brackets.md").write_text("# T\n\n" + "[" * 200_000 + "<" * 200_000 + "\n")  # link/tag regexes
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        units = []
+        holds(lambda: units.extend(build_corpus(src, max_file_bytes=4 * 1024 * 1024)), tmp_path)
+    assert any("deep.py" in str(w.message) for w in caught)
+    assert {u.path for u in units} == {"spaces.md", "brackets.md"}
+    assert any(u.title == "Ins" + " " * 300_000 + "tall" or u.title.startswith("Ins") for u in units)

@@ -54,7 +54,7 @@ def require_file(path: Path, what: str, hint: str = "") -> Path:
             raise MissingInputError(
                 f"{what} {path} is a symbolic link loop (it points back at itself){tail}"
             ) from None
-        if path.is_symlink():
+        if exc.errno == errno.ENOENT and path.is_symlink():
             target = os.readlink(path)
             raise MissingInputError(
                 f"{what} {path} is a broken symbolic link (to {target!r}){tail}"
