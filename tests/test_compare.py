@@ -1,6 +1,6 @@
 """`evalpipe compare`: statistics on constructed per-case values with known answers, and the CLI contract.
 
-Known answers used below (paired sign-flip test, see evalpipe.sweeps.stats):
+Known answers used below (paired sign-flip test, see evalpipe.stats.resampling):
 * identical runs: every difference is 0, so p = 1.0 exactly and the diff CI is (0, 0, 0);
 * a run that wins every one of n cases by 1: only the all-plus / all-minus sign patterns reach
   |sum| = n (probability 2 / 2**n ~ 2e-9 for n = 30), so with R resamples no resample is as
@@ -15,15 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.sweeps.compare import (
-    CompareError,
-    RunCases,
-    common_cases,
-    compare_runs,
-    default_metrics,
-    main,
-    pick_baseline,
-)
+from evalpipe.compare.cli import main
+from evalpipe.compare.runs import pick_baseline
+from evalpipe.stats.comparison import CompareError, RunCases, common_cases, compare_runs, default_metrics
 
 IDS = [f"q{i:02d}" for i in range(30)]
 
@@ -122,13 +116,13 @@ def store(tmp_path_factory):
     Module-scoped: creating a SQLite store's schema takes seconds; tests only read it (and one adds
     a compare run, which selections ignore).
     """
-    from evalpipe.reporting import tracking
+    from evalpipe.tracking import mlflow_store
 
-    tracker = tracking.ensure_store(f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}")
-    exp = tracking.ensure_experiment(tracker, "evalpipe/tiny")
+    tracker = mlflow_store.ensure_store(f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}")
+    exp = mlflow_store.ensure_experiment(tracker, "evalpipe/tiny")
     ids = {}
     for name, value in (("base", 0.0), ("better", 1.0)):
-        with tracking.tracked_run(tracker, exp, name, {"evalpipe.ranker": name}) as run_id:
+        with mlflow_store.tracked_run(tracker, exp, name, {"evalpipe.ranker": name}) as run_id:
             table = {
                 "case_id": [f"c{i}" for i in range(12)],
                 "tier": ["exact"] * 12,
@@ -136,14 +130,14 @@ def store(tmp_path_factory):
                 "mrr": [value / 2] * 12,
                 "latency_us": [10] * 12,
             }
-            tracking.log_batch(tracker, run_id, params={"objective": "recall_at_5"})
-            tracking.log_table(tracker, run_id, table, "cases.json")
+            mlflow_store.log_batch(tracker, run_id, params={"objective": "recall_at_5"})
+            mlflow_store.log_table(tracker, run_id, table, "cases.json")
         ids[name] = run_id
-    with tracking.tracked_run(tracker, exp, "empty") as run_id:
+    with mlflow_store.tracked_run(tracker, exp, "empty") as run_id:
         ids["empty"] = run_id
-    other = tracking.ensure_experiment(tracker, "evalpipe/other")
-    with tracking.tracked_run(tracker, other, "elsewhere") as run_id:
-        tracking.log_table(
+    other = mlflow_store.ensure_experiment(tracker, "evalpipe/other")
+    with mlflow_store.tracked_run(tracker, other, "elsewhere") as run_id:
+        mlflow_store.log_table(
             tracker, run_id, {"case_id": ["zz"], "recall_at_5": [1.0], "mrr": [1.0]}, "cases.json"
         )
     ids["elsewhere"] = run_id

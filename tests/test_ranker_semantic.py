@@ -11,11 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers import base as base_mod
-from evalpipe.rankers import semantic as semantic_mod
 from evalpipe.rankers.base import RankerUnavailable
-from evalpipe.rankers.semantic import SemanticRanker, render_unit, template_fields
+from evalpipe.rankers.dense import semantic as semantic_mod
+from evalpipe.rankers.dense.semantic import SemanticRanker, render_unit, template_fields
 
 
 def _doc(uid: str, title: str, text: str, path: str) -> Unit:

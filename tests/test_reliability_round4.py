@@ -216,10 +216,10 @@ def test_fifo_inputs_are_refused_without_blocking(tmp_path, which):
 
 
 def test_every_reader_refuses_a_fifo_in_process(tmp_path):
+    from evalpipe.core.files import InputFileError, read_text, text_lines
     from evalpipe.gate.baseline_file import read_baseline
     from evalpipe.gate.model import GateError
     from evalpipe.inputs.beir import read_queries
-    from evalpipe.inputs.files import InputFileError, read_text, text_lines
     from evalpipe.inputs.trec import read_trec_qrels as read_qrels
     from evalpipe.judge.cache import CacheError, JudgementCache
     from evalpipe.reporting.local import SavedRunError, load_run
@@ -257,7 +257,7 @@ def test_deep_yaml_is_one_line_with_file_and_line(tmp_path):
 
 
 def test_deep_json_and_long_lines_name_the_file_and_line(tmp_path, monkeypatch):
-    import evalpipe.inputs.files as files
+    import evalpipe.core.files as files
     from evalpipe.corpus.model import CorpusError, load_jsonl_corpus
     from evalpipe.inputs.trec import read_jsonl_run as read_run
     from evalpipe.safety.errors import EvalpipeError

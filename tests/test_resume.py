@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from evalpipe.reporting import tracking
+from evalpipe.core.fingerprint import code_fingerprint
 from evalpipe.sweeps.job import HASH_TAG, find_finished, sweep_id_for
+from evalpipe.tracking import mlflow_store
 
 
 def test_skipped_or_failed_runs_are_never_reused(tracking_uri):
-    tracker, exp = tracking.open_experiment(tracking_uri, "evalpipe/t")
+    tracker, exp = mlflow_store.open_experiment(tracking_uri, "evalpipe/t")
     client = tracker.client
 
     def run(status: str, **tags: str) -> str:
@@ -34,7 +35,7 @@ def test_code_fingerprint_changes_with_the_source(tmp_path):
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "a.py").write_text("x = 1\n")
-    before = tracking.code_fingerprint(pkg)
-    assert tracking.code_fingerprint(pkg) == before
+    before = code_fingerprint(pkg)
+    assert code_fingerprint(pkg) == before
     (pkg / "a.py").write_text("x = 2\n")
-    assert tracking.code_fingerprint(pkg) != before
+    assert code_fingerprint(pkg) != before

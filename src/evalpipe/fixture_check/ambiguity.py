@@ -28,12 +28,12 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from evalpipe.corpus import Unit
+from evalpipe.core import Unit
 from evalpipe.fixture_check.leakage import known_names, query_identifiers, spellings, unit_name
 from evalpipe.fixture_check.words import content_words
 from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.rankers.base import Ranker
-from evalpipe.tokenize import identifier_pieces
+from evalpipe.rankers.lexical.tokenize import identifier_pieces
 
 NEAR_DUPLICATE_JACCARD = 0.8
 #: Units with fewer distinct stemmed words are too short to call near-duplicates.

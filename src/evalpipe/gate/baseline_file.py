@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evalpipe.core.files import read_json_text
 from evalpipe.gate.model import ALL_SPLIT, DataId, FixtureKey, FixtureRun, GateError, Side
-from evalpipe.inputs.files import read_json_text
 from evalpipe.safety.errors import EvalpipeError
-from evalpipe.sweeps.compare import CompareError, RunCases, cases_from_rows
+from evalpipe.stats.comparison import CompareError, RunCases, cases_from_rows
 
 FORMAT_KEY = "evalpipe_baseline"
 FORMAT = 1

@@ -64,7 +64,8 @@ def _opener(uri: str):
 
     def open_store() -> Any:
         if not opened:
-            from evalpipe.sweeps.compare import CompareError, open_tracker
+            from evalpipe.compare.runs import open_tracker
+            from evalpipe.stats.comparison import CompareError
 
             try:
                 opened.append(open_tracker(uri))
@@ -164,7 +165,8 @@ def _log_target(args: argparse.Namespace, candidate: Any, open_store) -> tuple[A
         tracker = open_store()
         return tracker, candidate.experiment_id
     if candidate.origin == "saved run" and (candidate.tracking_uri or args.tracking_uri):
-        from evalpipe.sweeps.compare import CompareError, open_tracker
+        from evalpipe.compare.runs import open_tracker
+        from evalpipe.stats.comparison import CompareError
 
         try:
             tracker = open_tracker(args.tracking_uri or candidate.tracking_uri)
@@ -257,7 +259,7 @@ def _log(args, result, candidate, open_store, text: str, json_text: str, console
             file=sys.stderr,
         )
         return
-    from evalpipe.reporting.links import run_url
+    from evalpipe.tracking.links import run_url
 
     url = run_url(tracker.uri, experiment_id, run_id)
     line = f"MLflow: logged the gate as run {run_id}" + (f" ({url})" if url else "")
@@ -339,7 +341,7 @@ def _set(args, open_store) -> int:
     record = set_baseline(tracker.client, args.name, run)
     fixtures = ", ".join(f"{r.key} ({len(r.cases.case_ids)} cases)" for r in side.runs)
     was = f"; was {record.previous}" if record.previous and record.previous != record.run_id else ""
-    from evalpipe.reporting.links import run_link_suffix
+    from evalpipe.tracking.links import run_link_suffix
 
     print(
         f"baseline {record.name} -> run {record.run_id} ({record.run_name}) in {record.experiment}: "

@@ -9,26 +9,19 @@ half a run says nothing.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evalpipe.gate.model import DataId, FixtureKey, FixtureRun, GateError, Side, split_of
-from evalpipe.inputs.files import read_json_text
+from evalpipe.compare.runs import load_cases
+from evalpipe.core.files import read_json_text
+from evalpipe.gate.model import DataId, FixtureKey, FixtureRun, GateError, Side, looks_like_run_id, split_of
 from evalpipe.safety.errors import EvalpipeError
-from evalpipe.sweeps.compare import CompareError, cases_from_rows, load_cases
+from evalpipe.stats.comparison import CompareError, cases_from_rows
 
 PARENT_TAG = "mlflow.parentRunId"
 #: Child runs that are not measurements (a comparison or a gate logged under a run).
 NOT_MEASUREMENTS = ("compare", "gate")
-RUN_ID = re.compile(r"[0-9a-f]{6,32}")
-
-
-def looks_like_run_id(text: str) -> bool:
-    return bool(RUN_ID.fullmatch(text))
-
-
 # --- tracking store ------------------------------------------------------------------------------
 
 
@@ -51,8 +44,8 @@ def fixture_name(tags: dict[str, str], params: dict[str, str], fallback: str = "
 
 def store_fixture_run(client: Any, run: Any) -> FixtureRun:
     """One evaluation run in a store (a reused sweep point: read through the run it reuses)."""
-    from evalpipe.reporting.datasets import logged_data
     from evalpipe.sweeps.reuse import is_reuse, original_run_id
+    from evalpipe.tracking.datasets import logged_data
 
     _check_measured(run)
     source = run
@@ -89,10 +82,10 @@ def child_runs(client: Any, run_id: str) -> list[Any]:
 
 def get_run(client: Any, run_ref: str) -> Any:
     """A run by ID or unique prefix (6+ hex digits), as `evalpipe compare` accepts them."""
-    from evalpipe.sweeps.compare import _get_run
+    from evalpipe.compare.runs import get_run as compare_get_run
 
     try:
-        return _get_run(client, run_ref)
+        return compare_get_run(client, run_ref)
     except CompareError as exc:
         raise GateError(str(exc)) from None
 
@@ -122,8 +115,8 @@ def store_side(client: Any, run: Any, uri: str, reference: str = "") -> Side:
 
 
 def _saved_fixture_run(directory: Path) -> tuple[FixtureRun, Any]:
-    from evalpipe.reporting.datasets import CORPUS_CONTEXT, FIXTURE_CONTEXT, saved_specs
     from evalpipe.reporting.local import TABLE_FILE, load_run
+    from evalpipe.tracking.datasets import CORPUS_CONTEXT, FIXTURE_CONTEXT, saved_specs
 
     saved = load_run(directory)
     info = saved.info

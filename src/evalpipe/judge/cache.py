@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalpipe.inputs.files import check_regular
+from evalpipe.core.files import check_regular
 from evalpipe.judge.verdict import Verdict
 from evalpipe.safety.errors import EvalpipeError
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from evalpipe.inputs.files import read_json_text
+from evalpipe.core.files import read_json_text
 from evalpipe.judge.report import TSV_COLUMNS
 from evalpipe.safety.errors import EvalpipeError
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from evalpipe.inputs.files import read_json_text
+from evalpipe.core.files import read_json_text
 from evalpipe.paths import PROJECT_ROOT, resolve_path
 from evalpipe.safety.errors import EvalpipeError
 

