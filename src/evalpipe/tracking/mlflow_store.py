@@ -201,8 +201,7 @@ def ensure_store(uri: str | None = None) -> Tracker:
     db = sqlite_path(uri)
     if db is not None:
         store_check.check_sqlite_path(db, uri)
-        check_writable(db)
-        store_check.check_sqlite(db, uri, None)
+        check_writable(db)  # the file's schema and lock: `check_store` (before the first case), MLflow here
         if uri in _opened and db.exists():
             mlflow.set_tracking_uri(uri)
             return _opened[uri]
