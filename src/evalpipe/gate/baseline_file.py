@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evalpipe import __version__
 from evalpipe.core.files import read_json_text
 from evalpipe.gate.model import ALL_SPLIT, DataId, FixtureKey, FixtureRun, GateError, Side
 from evalpipe.safety.errors import EvalpipeError
+from evalpipe.safety.secrets import mask_text
 from evalpipe.stats.comparison import CompareError, RunCases, cases_from_rows
 
 FORMAT_KEY = "evalpipe_baseline"
@@ -48,8 +50,6 @@ def case_rows(cases: RunCases) -> list[dict[str, Any]]:
 
 def export_side(side: Side, name: str = "") -> str:
     """The JSON text of a baseline file for `side` (a run or suite run)."""
-    from evalpipe import __version__
-    from evalpipe.safety.secrets import mask_text
 
     fixtures = []
     blocks = []
