@@ -284,3 +284,28 @@ def test_a_signal_while_judging_a_hung_server_ends_the_run_at_once(tiny, trackin
     assert not any(k.startswith(("judged_", "partial_judged_", "judge/")) for k in metrics)
     run_ = MlflowClient(tracking_uri=tracking_uri).get_run(info["run_id"])
     assert run_.info.status == "KILLED"
+
+
+def test_a_fully_cached_rerun_contacts_no_judge_and_works_with_the_server_gone(tiny):
+    """Issue 32, category 9: the judge is contacted only when a needed judgement is missing."""
+    offline = ["tracking.offline=true", "judge.max_calls=10"]
+    with JudgeServer(marker="Session") as server:
+        url = server.url + "/v1"
+        cold, _ = run(tiny, *base_args(tiny, "cold", url), *offline)
+        assert cold.returncode == 0, cold.stderr
+        assert server.questions() == 2
+        before = len(server.requests)
+        warm, _ = run(tiny, *base_args(tiny, "warm", url), *offline)
+        assert warm.returncode == 0, warm.stderr
+        assert len(server.requests) == before  # not even the probe: every judgement was cached
+    m_cold, _, _ = saved(tiny / "cold")
+    m_warm, _, _ = saved(tiny / "warm")
+    assert judged_figures(m_warm) == judged_figures(m_cold) and m_warm["judge/cache_hits"] == 2
+    # The server is gone (same URL, nothing listens): the cached judgements still make the figures,
+    # with judge.required=true (the default) and false alike.
+    for required in ("true", "false"):
+        gone, _ = run(tiny, *base_args(tiny, f"gone-{required}", url), *offline, f"judge.required={required}")
+        assert gone.returncode == 0, gone.stderr
+        assert "evalpipe: warning" not in gone.stderr, gone.stderr
+        m_gone, _, _ = saved(tiny / f"gone-{required}")
+        assert judged_figures(m_gone) == judged_figures(m_cold), required

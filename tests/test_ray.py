@@ -134,6 +134,63 @@ def mlflow_server(tmp_path):
         proc.wait(timeout=30)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def ray_home(tmp_path_factory):
+    """Ray writes ~/.ray/auth_token when it starts a local instance (token auth by default); a token
+    left in the user's home turns token auth on for every later `ray start` there, which no driver
+    then joins. Every Ray this module starts (in-process and in the sweeps it runs: clean_env copies
+    the environment) gets a home of its own."""
+    home = tmp_path_factory.mktemp("ray-home")
+    saved = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)
+    try:
+        yield home
+    finally:
+        if saved is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = saved
+
+
+def test_a_local_sweep_starts_a_local_instance_despite_a_dead_recorded_cluster(tmp_path, mlflow_server):
+    """Issue 32, category 8: a `ray start` cluster that has gone left its address in
+    <ray temp>/ray/ray_current_cluster; ray.init() without an address would join it (and refuse
+    num_cpus). address: null must start a local instance."""
+    import shutil
+    import tempfile
+
+    short = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # Ray's socket paths must stay short
+    try:
+        (short / "ray").mkdir()
+        (short / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{free_port()}\n")
+        fx = write_fixture(tmp_path / "fx")
+        cmd = sweep_cmd(fx, mlflow_server, tmp_path / "multirun", "ranker.fields=[title],[title,text]")
+        cmd += [
+            "+hydra.launcher.ray.init.num_cpus=2",
+            f"+hydra.launcher.ray.init.object_store_memory={OBJECT_STORE}",
+        ]
+        env = clean_env(RAY_TMPDIR=str(short))
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "[ray] joining" not in proc.stderr
+    _, parents, _ = parents_and_children(mlflow_server)
+    assert [p.info.status for p in parents][-1] == "FINISHED"
+
+
+def test_joining_on_purpose_names_the_cluster(monkeypatch):
+    from hydra_plugins.evalpipe_ray_launcher._core import cluster_named
+
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert cluster_named({}) == "10.0.0.1:6379 (from RAY_ADDRESS)"
+    monkeypatch.delenv("RAY_ADDRESS")
+    assert cluster_named({"address": "auto"}).endswith(
+        "recorded by the last `ray start` (/tmp/ray/ray_current_cluster)"
+    )
+    assert cluster_named({"address": "10.0.0.2:6379"}) == "10.0.0.2:6379"
+
+
 @pytest.fixture(scope="module")
 def two_node_cluster():
     """A head and a worker raylet on this machine, one CPU each (so 2 points run at once, one per node).
@@ -164,7 +221,7 @@ def test_init_options_for_a_cluster_drop_what_sizes_a_new_instance(monkeypatch):
     kwargs, dropped = init_options({"address": "auto", "object_store_memory": 75_000_000, "num_cpus": 2})
     assert kwargs == {"address": "auto"} and dropped == ["num_cpus", "object_store_memory"]
     kwargs, dropped = init_options({"address": None, "num_cpus": 2})
-    assert kwargs == {"num_cpus": 2, "include_dashboard": False} and dropped == []
+    assert kwargs == {"num_cpus": 2, "include_dashboard": False, "address": "local"} and dropped == []
     assert not joins_cluster({"address": "local"}) and joins_cluster({"address": "10.0.0.1:6379"})
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")  # ray.init() joins it even with address: null
     assert init_options({"address": None, "object_store_memory": 1}) == ({}, ["object_store_memory"])

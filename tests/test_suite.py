@@ -182,3 +182,24 @@ def test_aggregate_by_hand():
     )
     assert f.worst_fixture == "a" and f.objective_value == 0.75
     assert aggregate(per, "recall_at_5", "min").objective_value == 0.5
+
+
+def test_suite_whose_second_fixture_is_broken_stops_before_the_first_runs(tmp_path, conf):
+    """Issue 32, category 6: every member is checked before the first child run."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(OTHER.replace("name: tinyb", "name: tinyc").replace("Open, expected", "Open, expectd"))
+    cfg = {"_target_": "evalpipe.inputs.fixture.load_fixture", "path": str(broken), "name": None}
+    extra = tmp_path / "conf"
+    (extra / "fixture").mkdir(parents=True)
+    (extra / "suite").mkdir()
+    (extra / "fixture" / "tinyc.yaml").write_text(yaml.safe_dump(cfg))
+    (extra / "suite" / "half.yaml").write_text("name: half\nfixtures: [tinya, tinyc]\n")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = [f"hydra.searchpath=[file://{conf},file://{extra}]", f"tracking.uri={uri}", "progress=false"]
+    proc = cli(tmp_path, *args, "suite=half", f"hydra.run.dir={tmp_path / 'suite'}")
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("evalpipe: error: suite half: fixture tinyc: ") and str(broken) in lines[0]
+    assert not (tmp_path / "suite" / "tinya").exists()  # the first fixture was not measured
+    assert not (tmp_path / "mlflow.db").exists() or all_runs(uri) == []

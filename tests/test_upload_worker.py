@@ -123,12 +123,22 @@ def test_parent_killed_with_sigkill_leaves_no_running_run(tmp_path):
 
 
 def test_store_that_cannot_be_opened_after_the_checks_costs_no_results(tmp_path):
-    """A damaged database passes the quick checks (it is a writable file) and fails in MLflow:
-    the results are saved, the run says how to upload them, `evalpipe sync` does."""
+    """An SQLite file MLflow made only half of (its version table, no runs tables) passes the quick
+    checks and fails in MLflow: the results are saved, the line names the real cause and does not
+    blame an unreachable store, and `evalpipe sync` to a good store uploads them."""
+    import sqlite3
+
+    from evalpipe.tracking.store_check import head_revision
+
     fx = write_tiny(tmp_path)
     store = tmp_path / "ml"
     store.mkdir()
-    (store / "mlflow.db").write_bytes(b"not a database, " * 512)
+    con = sqlite3.connect(store / "mlflow.db")
+    con.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+    con.execute("INSERT INTO alembic_version VALUES (?)", (head_revision(),))
+    con.execute("CREATE TABLE experiments (experiment_id INTEGER, name TEXT, lifecycle_stage TEXT)")
+    con.commit()
+    con.close()
     out = tmp_path / "out"
     uri = f"sqlite:///{store / 'mlflow.db'}"
     proc = cli(tmp_path, f"fixture.path={fx}", f"tracking.uri={uri}", f"hydra.run.dir={out}", *PLUGIN)
@@ -136,7 +146,8 @@ def test_store_that_cannot_be_opened_after_the_checks_costs_no_results(tmp_path)
     lines = error_lines(proc.stderr)
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert lines[0].startswith("evalpipe: error: logging to MLflow failed (")
-    assert f"the results are saved in {out}" in lines[0] and f"evalpipe sync {out}" in lines[0]
+    assert f"the results are saved in {out}" in lines[0]
+    assert "once the store is back" not in lines[0] and "the store answered and refused them" in lines[0]
     assert "R@1" in proc.stdout  # the tables were printed from the saved run
     info = json.loads((out / "run_info.json").read_text())
     assert info["status"] == "FINISHED" and info["upload"] == "failed" and info["run_id"] is None

@@ -20,8 +20,11 @@ def resolve_path(path: str | Path, base: str | Path | None = None) -> Path:
     candidates = [Path(base) / p] if base is not None else []
     candidates += [Path.cwd() / p, PROJECT_ROOT / p]
     for c in candidates:
-        if c.exists():
-            return _resolved(c)
+        try:
+            if c.exists():
+                return _resolved(c)
+        except OSError:  # e.g. a name too long: the reader says what is wrong with it
+            continue
     # Not there: the path as given, made absolute but not resolved, so that the error can say
     # what it is (a broken symbolic link, a link loop) rather than where a link pointed.
     return Path(os.path.abspath(candidates[0]))

@@ -136,9 +136,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True)
     try:
+        given = list(args.runs or [])
+        twice = sorted({r for r in given if given.count(r) > 1})
+        if twice:  # before the store is opened: the mistake is on the command line
+            raise CompareError(
+                f"--runs gives the same run ID twice ({', '.join(map(repr, twice))}): a run compared with "
+                "itself has no differences; give two different runs (or --baseline RUN)"
+            )
         tracker = open_tracker(args.tracking_uri)
         client = tracker.client
         mlflow_runs, notes = select_runs(client, args)
+        ids = [r.info.run_id for r in mlflow_runs]
+        if args.runs and len(set(ids)) < len(given):
+            distinct = ", ".join(dict.fromkeys(ids))
+            raise CompareError(
+                f"--runs {' '.join(given)} name {len(set(ids))} distinct run(s), not {len(given)}: "
+                f"{distinct} (an ID and its prefix name the same run): give each run once"
+            )
         suites = [r for r in mlflow_runs if is_suite_run(r)]
         if suites:  # suites are compared fixture by fixture, on their fixtures' runs
             return compare_suites(client, suites, args, console, err, notes)

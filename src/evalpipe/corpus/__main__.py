@@ -13,6 +13,7 @@ from evalpipe.corpus.build import (
     CODE_LANGUAGES,
     DEFAULT_EXCLUDE,
     DEFAULT_INCLUDE,
+    DEFAULT_MAX_FILE_BYTES,
     SkippedFileWarning,
     build_corpus,
 )
@@ -102,6 +103,14 @@ def make_parser() -> argparse.ArgumentParser:
         help=f"Markdown sections longer than this are split into chunks (default {DEFAULT_SECTION_CHARS})",
     )
     parser.add_argument(
+        "--max-file-kb",
+        type=_positive,
+        default=DEFAULT_MAX_FILE_BYTES // 1024,
+        metavar="KB",
+        help="skip source files larger than this, with a warning naming each "
+        f"(default {DEFAULT_MAX_FILE_BYTES // 1024} KB)",
+    )
+    parser.add_argument(
         "--stats",
         type=Path,
         metavar="STATS.json",
@@ -160,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 excerpt_chars=args.excerpt_chars,
                 section_chars=args.section_chars,
                 languages=languages,
+                max_file_bytes=args.max_file_kb * 1024,
             )
         except TreeSitterUnavailable as exc:
             print(f"error: {exc}", file=sys.stderr)

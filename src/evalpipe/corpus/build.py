@@ -153,8 +153,44 @@ def _warn(path: str, line: int, message: str) -> None:
     warnings.warn(f"{path}:{line}: skipped ({message})", SkippedFileWarning, stacklevel=3)
 
 
-def _read_text(root: Path, rel: str) -> str | None:
-    data = (root / rel).read_bytes()
+#: Source files larger than this are skipped with a warning (generated code, minified bundles,
+#: data saved as .py): a 50 MB one-line file would make a 50 MB unit, twice over with its
+#: signature. `build_corpus(max_file_bytes=...)` / `--max-file-kb` raise it.
+DEFAULT_MAX_FILE_BYTES = 2 * 1024 * 1024
+
+
+def _read_bytes(root: Path, rel: str, max_file_bytes: int) -> bytes | None:
+    """The file's bytes, or None (a warning naming it) for what is not a regular file (a FIFO
+    would block the read for ever) or is larger than `max_file_bytes`."""
+    import stat
+
+    try:
+        st = os.stat(root / rel)
+    except OSError as exc:
+        _warn(rel, 1, f"cannot be read ({exc.strerror or exc})")
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        _warn(rel, 1, "not a regular file (a pipe, socket or device)")
+        return None
+    if st.st_size > max_file_bytes:
+        _warn(
+            rel,
+            1,
+            f"{st.st_size / 2**20:,.1f} MB is over the limit of {max_file_bytes / 2**20:,.1f} MB "
+            "(generated or minified? --max-file-kb raises the limit)",
+        )
+        return None
+    try:
+        return (root / rel).read_bytes()
+    except OSError as exc:
+        _warn(rel, 1, f"cannot be read ({exc.strerror or exc})")
+        return None
+
+
+def _read_text(root: Path, rel: str, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str | None:
+    data = _read_bytes(root, rel, max_file_bytes)
+    if data is None:
+        return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -182,8 +218,12 @@ def build_corpus(
     excerpt_chars: int = DEFAULT_EXCERPT_CHARS,
     section_chars: int = DEFAULT_SECTION_CHARS,
     languages: Iterable[str] | None = None,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 ) -> list[Unit]:
     """All units of the files under `root`, in deterministic order.
+
+    Files over `max_file_bytes`, and paths that are not regular files, are skipped with a
+    SkippedFileWarning naming them.
 
     `include`/`exclude` are glob lists (defaults DEFAULT_INCLUDE/DEFAULT_EXCLUDE;
     passing `exclude` replaces the defaults, so add to them explicitly when needed).
@@ -216,15 +256,17 @@ def build_corpus(
         if lang is None or lang not in wanted:
             continue
         if lang == "python":
-            text = _read_text(root, rel)
+            text = _read_text(root, rel, max_file_bytes)
             if text is not None:
                 python_sources.append((rel, text))
         elif lang == "markdown":
-            text = _read_text(root, rel)
+            text = _read_text(root, rel, max_file_bytes)
             if text is not None:
                 per_path[rel] = parse_markdown(text, rel, section_chars)
         else:
-            ts_sources.append((rel, (root / rel).read_bytes()))
+            data = _read_bytes(root, rel, max_file_bytes)
+            if data is not None:
+                ts_sources.append((rel, data))
 
     generated: list[Unit] = []
     if python_sources:

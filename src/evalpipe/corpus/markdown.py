@@ -29,13 +29,18 @@ from evalpipe.core import Unit
 DEFAULT_SECTION_CHARS = 1500
 LANGUAGE = "markdown"
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+#: The opening of an ATX heading; the rest of the line is split in `_atx` without a regex: the
+#: one-regex form (`(.*?)` between two runs of blanks) backtracks quadratically on a line of
+#: many spaces (a 300k-space line held the corpus builder for minutes; found by fuzzing).
+_ATX_OPEN = re.compile(r"^ {0,3}(#{1,6})(?=[ \t]|$)")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _NOT_PARAGRAPH = re.compile(r"^\s*([-*+>|]|\d+[.)]\s|#|<)|^ {4}")
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_REF_LINK = re.compile(r"!?\[([^\]]*)\]\[[^\]]*\]")
-_TAG = re.compile(r"<[^>]+>")
+# No "[" inside a link's text and no "<" inside a tag: else each unmatched opener scans to the end of
+# the line, quadratic on a long line of them.
+_LINK = re.compile(r"!?\[([^\[\]]*)\]\([^()]*\)")
+_REF_LINK = re.compile(r"!?\[([^\[\]]*)\]\[[^\[\]]*\]")
+_TAG = re.compile(r"<[^<>]+>")
 _SLUG_DROP = re.compile(r"[^\w\- ]", re.UNICODE)
 
 
@@ -94,6 +99,18 @@ def _opens(m: re.Match | None) -> bool:
     return bool(m) and not (m.group(1)[0] == "`" and "`" in m.group(2))
 
 
+def _atx(line: str) -> tuple[int, str] | None:
+    """(level, title text) of an ATX heading line (`## Title ##`), or None."""
+    m = _ATX_OPEN.match(line)
+    if m is None:
+        return None
+    content = line[m.end() :].strip(" \t")
+    bare = content.rstrip("#")
+    if bare != content and bare and bare[-1] in " \t":  # a closing run of #s after a blank
+        content = bare.rstrip(" \t")
+    return len(m.group(1)), content
+
+
 def _find_headings(lines: list[str], start: int) -> list[_Heading]:
     headings: list[_Heading] = []
     fence: str | None = None
@@ -110,9 +127,9 @@ def _find_headings(lines: list[str], start: int) -> list[_Heading]:
             fence = m.group(1)
             para_run = 0
             continue
-        atx = _ATX.match(line)
+        atx = _atx(line)
         if atx:
-            headings.append(_Heading(i, i + 1, len(atx.group(1)), heading_title(atx.group(2) or "")))
+            headings.append(_Heading(i, i + 1, atx[0], heading_title(atx[1])))
             para_run = 0
             continue
         # setext: a one-line paragraph underlined with === (H1) or --- (H2); a

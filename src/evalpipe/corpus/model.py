@@ -152,10 +152,19 @@ def _check_record(record: Any, path: Path, lineno: int) -> dict[str, Any]:
 _ABSENT = object()
 
 
+def _capped_lines(text: io.TextIOWrapper, limit: int):
+    """(line number, line) with each line read up to `limit` characters + 1, so an over-long line
+    is seen (and refused) without holding all of it."""
+    lineno = 0
+    while line := text.readline(limit + 1):
+        lineno += 1
+        yield lineno, line
+
+
 def load_jsonl_corpus(path: str | Path, name: str = "") -> Corpus:
     """Load a JSONL (optionally gzipped) corpus; errors name the file and line."""
     # lazy: evalpipe.core.files, ~2 ms
-    from evalpipe.core.files import BOM, InputFileError, read_text, require_file
+    from evalpipe.core.files import BOM, MAX_LINE_BYTES, InputFileError, read_text, require_file
 
     path = Path(path)
     units = []
@@ -167,15 +176,22 @@ def load_jsonl_corpus(path: str | Path, name: str = "") -> Corpus:
             buffered = io.BufferedReader(raw)
             stream = gzip.GzipFile(fileobj=buffered) if path.suffix == ".gz" else buffered
             try:
-                for lineno, line in enumerate(io.TextIOWrapper(stream, encoding="utf-8"), start=1):
+                for lineno, line in _capped_lines(io.TextIOWrapper(stream, encoding="utf-8"), MAX_LINE_BYTES):
+                    if len(line) > MAX_LINE_BYTES and not line.endswith("\n"):
+                        raise CorpusError(
+                            f"{path}:{lineno}: line longer than {MAX_LINE_BYTES / 2**20:,.1f} MB (the limit; "
+                            "EVALPIPE_MAX_LINE_MB=... raises it)"
+                        )
                     if lineno == 1 and line.startswith(BOM):
                         line = line[1:]
                     if not line.strip():
                         continue
                     try:
                         record = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise CorpusError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+                    except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
+                        raise CorpusError(
+                            f"{path}:{lineno}: invalid JSON ({getattr(exc, 'msg', 'nested too deeply')})"
+                        ) from None
                     unit = Unit.from_record(_check_record(record, path, lineno))
                     if unit.id in first_line:
                         first = first_line[unit.id]

@@ -120,8 +120,19 @@ def format_arguments(args: ast.arguments, lines: Sequence[str] | None = None) ->
     return ", ".join(parts)
 
 
+#: Longest signature kept (a default value that is a huge literal would otherwise copy it whole
+#: into the unit's text and again into its metadata).
+MAX_SIGNATURE_CHARS = 2000
+
+
 def signature_of(node: ast.AST, lines: Sequence[str] | None = None) -> str:
-    """`def f(x: int) -> str`, `async def g()`, `class C(Base, metaclass=M)`."""
+    """`def f(x: int) -> str`, `async def g()`, `class C(Base, metaclass=M)`; cut with " ..." past
+    MAX_SIGNATURE_CHARS."""
+    sig = _signature(node, lines)
+    return sig if len(sig) <= MAX_SIGNATURE_CHARS else sig[:MAX_SIGNATURE_CHARS] + " ..."
+
+
+def _signature(node: ast.AST, lines: Sequence[str] | None = None) -> str:
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
         type_params = getattr(node, "type_params", None)
@@ -324,6 +335,8 @@ def extract_python(
         raise PythonParseError(path, exc.lineno or 0, f"SyntaxError: {exc.msg}") from None
     except ValueError as exc:  # e.g. source contains NUL bytes
         raise PythonParseError(path, 0, str(exc)) from None
+    except (MemoryError, RecursionError):  # nesting too deep for CPython's parser (found by fuzzing)
+        raise PythonParseError(path, 0, "nested too deeply for Python's parser") from None
     lines = source.splitlines()
     is_package = PurePosixPath(path).name == "__init__.py"
     bindings, imported = _collect_imports(tree, module, is_package)

@@ -352,6 +352,9 @@ def check_sweep(cfg: DictConfig, swept: Sequence[str] = ()) -> None:
     with_hydra = cfg.get("hydra")
     if with_hydra is not None and with_hydra.get("sweep") is not None:
         check_output_dir(str(with_hydra.sweep.dir))
+    sweeper = with_hydra.get("sweeper") if with_hydra is not None else None
+    if sweeper is not None and "storage" in sweeper:
+        check_optuna_storage(sweeper.get("storage"))
     body = {k: v for k, v in cfg.items() if k != "hydra"}
     try:
         resolved = OmegaConf.to_container(OmegaConf.create(body), resolve=True)
@@ -374,6 +377,25 @@ def check_sweep(cfg: DictConfig, swept: Sequence[str] = ()) -> None:
     judge = resolved.get("judge")
     judged = isinstance(judge, dict) and str(judge.get("backend") or "none") != "none"
     check_objective(resolved.get("objective"), produced_metric_names(fixture, ks, families, judged), True)
+
+
+def check_optuna_storage(raw: Any) -> None:
+    """Optuna's `storage` is null (in memory) or a database URL; a bare path would fail in the
+    sweeper after the parent run was created."""
+    if raw is None or raw == "":
+        return
+    text = str(raw)
+    scheme, sep, rest = text.partition("://")
+    if not sep or not scheme:
+        raise ConfigError(
+            f"hydra.sweeper.storage={text!r} is a path, not a database URL: write "
+            f"hydra.sweeper.storage=sqlite:///{text} (relative) or sqlite:////abs/path/optuna.db, or null"
+        )
+    if scheme == "sqlite" and (not rest.startswith("/") or rest in ("/", "")):
+        raise ConfigError(
+            f"hydra.sweeper.storage={text!r} is not an SQLite URL Optuna can open: write three slashes "
+            "and a file, e.g. sqlite:///optuna.db or sqlite:////abs/path/optuna.db"
+        )
 
 
 def check_output_dir(path: str) -> None:

@@ -65,6 +65,12 @@ def check(cfg: DictConfig) -> RunState:
     err = Console(stderr=True)
     containers = register_config(cfg)  # the config read once; from here on, secrets are masked
     ranker_choice, overrides, out_dir = hydra_context()
+    if out_dir is not None:  # never overwrite results that exist nowhere else
+        from evalpipe.reporting.local import unsynced
+
+        kept = unsynced(out_dir)
+        if kept:
+            fail(kept)
     try:
         checked = preflight.check(cfg, overrides, containers)
         judge = build_judge(checked.resolved.get("judge"))  # plain values, not the Hydra node
@@ -97,7 +103,7 @@ def open_store(state: RunState) -> None:
     worker = upload_worker.take()
     if worker is not None and not state.offline and _worker_fits(state):
         try:
-            uri = mlflow_store.check_store(cfg.tracking.uri)
+            uri = mlflow_store.check_store(cfg.tracking.uri, state.experiment)
         except EvalpipeError as exc:
             fail(str(exc))
         with contextlib.suppress(upload_worker.WorkerGone):  # gone: open it here instead

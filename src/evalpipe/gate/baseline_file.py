@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe import __version__
+from evalpipe.core.files import read_json_text
 from evalpipe.gate.model import ALL_SPLIT, DataId, FixtureKey, FixtureRun, GateError, Side
+from evalpipe.safety.errors import EvalpipeError
 from evalpipe.safety.secrets import mask_text
 from evalpipe.stats.comparison import CompareError, RunCases, cases_from_rows
 
@@ -94,14 +96,15 @@ def _need(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
 def read_baseline(path: Path) -> Side:
     """A baseline file as a gate side; GateError naming the file (and line or field) if it is not one."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GateError(f"{path}: cannot read the baseline file ({exc})") from None
+        text = read_json_text(path, "baseline file")  # a regular file (a FIFO would block), size-capped
+    except EvalpipeError as exc:
+        raise GateError(f"cannot read the baseline file: {exc}") from None
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise GateError(
-            f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); is this a baseline file?"
+            f"{path}:{getattr(exc, 'lineno', 1)}: not valid JSON "
+            f"({getattr(exc, 'msg', 'nested too deeply')}); is this a baseline file?"
         ) from None
     if not isinstance(doc, dict) or FORMAT_KEY not in doc:
         raise GateError(

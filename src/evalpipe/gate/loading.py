@@ -15,7 +15,9 @@ from typing import Any
 
 from evalpipe.compare.runs import get_run as compare_get_run
 from evalpipe.compare.runs import load_cases
+from evalpipe.core.files import read_json_text
 from evalpipe.gate.model import DataId, FixtureKey, FixtureRun, GateError, Side, looks_like_run_id, split_of
+from evalpipe.safety.errors import EvalpipeError
 from evalpipe.stats.comparison import CompareError, cases_from_rows
 from evalpipe.tracking.reuse import is_reuse, original_run_id
 
@@ -131,8 +133,10 @@ def _saved_fixture_run(directory: Path) -> tuple[FixtureRun, Any]:
     if not path.is_file():
         raise GateError(f"saved run {directory} has no {TABLE_FILE} (per-case table); re-run it")
     try:
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, ValueError) as exc:
+        rows = [
+            json.loads(line) for line in read_json_text(path, "per-case table").splitlines() if line.strip()
+        ]
+    except (EvalpipeError, OSError, ValueError, RecursionError) as exc:
         raise GateError(f"{path}: cannot read the per-case table ({exc})") from None
     run_id = str(info.get("run_id") or info.get("local_id") or directory.name)
     name = str(info.get("run_name") or "")

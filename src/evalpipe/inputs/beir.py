@@ -39,8 +39,10 @@ def read_queries(path: Path, wanted: set[str] | None = None) -> dict[str, str]:
         if jsonl:
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise FixtureError(f"{where}: invalid JSON ({exc.msg})") from None
+            except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
+                raise FixtureError(
+                    f"{where}: invalid JSON ({getattr(exc, 'msg', 'nested too deeply')})"
+                ) from None
             qid, text = _query_record(rec, where)
         else:
             qid, tab, text = line.partition("\t")

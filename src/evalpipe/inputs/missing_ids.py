@@ -10,13 +10,14 @@ that language, which tells "misspelt" apart from "the builder makes no such unit
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Protocol
 
 from evalpipe.corpus import Corpus
 from evalpipe.corpus.build import language_of
-from evalpipe.safety.errors import shown
+from evalpipe.safety.errors import normalisation_hint, shown
 
 #: Nearest IDs suggested per missing ID.
 SUGGESTIONS = 3
@@ -33,7 +34,16 @@ def _file_of(uid: str) -> str:
 
 
 def nearest_ids(uid: str, corpus: Corpus, by_file: dict[str, list[str]]) -> list[str]:
-    """Closest existing IDs by difflib ratio: same file first (cheap, and usually right)."""
+    """Closest existing IDs by difflib ratio: same file first (cheap, and usually right); an ID equal
+    once both are NFC-normalised comes first."""
+    nfc = unicodedata.normalize("NFC", uid)
+    same_form = (
+        [i for i in corpus.ids if i != uid and unicodedata.normalize("NFC", i) == nfc]
+        if nfc != uid or not uid.isascii()
+        else []
+    )
+    if same_form:
+        return same_form[:SUGGESTIONS]
     same_file = by_file.get(_file_of(uid), [])
     near = difflib.get_close_matches(uid, same_file, n=SUGGESTIONS, cutoff=0.5)
     return near or difflib.get_close_matches(uid, corpus.ids, n=SUGGESTIONS, cutoff=0.6)
@@ -62,6 +72,9 @@ def missing_ids_message(cases: Sequence[_Case], corpus: Corpus, where: str) -> s
             hint = f"nearest: {', '.join(map(shown, near))}" if near else "no similar ID"
             if near and uid.strip() in near:
                 hint += "; the IDs differ only in surrounding whitespace"
+            form = normalisation_hint(uid, near)
+            if form:
+                hint += f"; {form}"
             lines.append(f"{loc}case {case.id!r}: {shown(uid)} ({hint})")
             languages.add(language_of(_file_of(uid)) or "")
     for lang in sorted(languages - {""}):

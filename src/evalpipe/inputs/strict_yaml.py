@@ -8,6 +8,7 @@ intends: only keys written out in the same mapping count as duplicates.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,34 @@ class _DuplicateKey(yaml.MarkedYAMLError):
     pass
 
 
+class _TooDeep(yaml.MarkedYAMLError):
+    pass
+
+
+#: Deepest nesting of mappings and lists accepted (a fixture needs about 5); PyYAML composes
+#: recursively, so a document nested thousands deep would end in "maximum recursion depth".
+MAX_DEPTH = int(os.environ.get("EVALPIPE_MAX_YAML_DEPTH", "100") or 100)
+
+
 class StrictLoader(yaml.SafeLoader):
-    """SafeLoader plus a duplicate-key check on every mapping."""
+    """SafeLoader plus a duplicate-key check on every mapping and a nesting limit."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _TooDeep(
+                    None,
+                    None,
+                    f"nested more than {MAX_DEPTH} levels deep (the limit; EVALPIPE_MAX_YAML_DEPTH=... "
+                    "raises it)",
+                    self.peek_event().start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
@@ -107,11 +134,19 @@ def parse(text: str, path: Path | str) -> Any:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
         problem = exc.problem or exc.context or "invalid YAML"
-        kind = "" if isinstance(exc, _DuplicateKey) else "invalid YAML: "
+        kind = "" if isinstance(exc, _DuplicateKey | _TooDeep) else "invalid YAML: "
         hint = " (YAML indents with spaces, not tabs)" if "'\\t'" in problem else ""
         raise YAMLFileError(f"{path}{line}: {kind}{problem}{hint}") from None
+    except yaml.reader.ReaderError as exc:  # a control character YAML does not allow (found by fuzzing)
+        line = text[: exc.position].count("\n") + 1
+        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+        raise YAMLFileError(
+            f"{path}:{line}: invalid YAML: the control character #x{code:04x} is not allowed: remove it"
+        ) from None
     except yaml.YAMLError as exc:
-        raise YAMLFileError(f"{path}: invalid YAML: {exc}") from None
+        raise YAMLFileError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:  # a nesting the composer's limit did not see (e.g. in flow style)
+        raise YAMLFileError(f"{path}: nested too deeply to read (more than {MAX_DEPTH} levels)") from None
 
 
 def load_file(path: Path) -> tuple[Any, str]:

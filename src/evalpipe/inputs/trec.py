@@ -200,8 +200,10 @@ def read_jsonl_run(path: str | Path) -> Run:
         where = f"{path}:{lineno}"
         try:
             record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TrecFormatError(f"{where}: invalid JSON ({exc.msg})") from None
+        except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
+            raise TrecFormatError(
+                f"{where}: invalid JSON ({getattr(exc, 'msg', 'nested too deeply')})"
+            ) from None
         if not isinstance(record, dict) or "qid" not in record:
             raise TrecFormatError(f"{where}: expected an object with a 'qid' field")
         if isinstance(record["qid"], bool) or not isinstance(record["qid"], str | int):
@@ -237,8 +239,10 @@ def read_jsonl_queries(path: str | Path) -> dict[str, str]:
     for lineno, line in _lines(path):
         try:
             record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TrecFormatError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+        except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
+            raise TrecFormatError(
+                f"{path}:{lineno}: invalid JSON ({getattr(exc, 'msg', 'nested too deeply')})"
+            ) from None
         if isinstance(record, dict) and "qid" in record and isinstance(record.get("query"), str):
             out.setdefault(str(record["qid"]), record["query"])
     return out

@@ -29,6 +29,7 @@ from typing import Any
 from evalpipe.judge.backends import Backend, Reply, is_fatal
 from evalpipe.judge.cache import JudgementCache, Question, text_sha256
 from evalpipe.judge.pairs import Pair
+from evalpipe.judge.probe import JudgeUnavailable, probe
 from evalpipe.judge.prompt import PromptTemplate, excerpt
 from evalpipe.judge.settings import JudgeSettings
 from evalpipe.judge.verdict import Verdict, parse_answer
@@ -136,6 +137,9 @@ class Judge:
     backend: Backend
     prompt: PromptTemplate
     unavailable: str = ""  # why it judges nothing (judge.required=false and the probe failed)
+    #: the cache was warm at the start, so the server was not probed then: probe it before the first
+    #: question the cache cannot answer (a fully cached re-run never contacts it)
+    probe_first: bool = False
 
     @property
     def label(self) -> str:
@@ -200,7 +204,9 @@ class Judge:
                 progress.update(counts["hits"], 0, 0)
             if todo:
                 cache.check_writable()  # a locked cache is found before a call is paid for
-                stopped = self._ask(todo, cache, answers, counts, progress)
+                stopped = self._probe() if self.probe_first else ""
+                if not stopped:
+                    stopped = self._ask(todo, cache, answers, counts, progress)
         finally:
             cache.close()
         asked = counts["calls"]
@@ -235,6 +241,14 @@ class Judge:
             else:
                 out[(p.case_id, p.unit_id)] = left if key in within else OVER_BUDGET
         return out, stats
+
+    def _probe(self) -> str:
+        """Why the judge cannot be asked ("" if it answers): the cached verdicts are kept either way."""
+        try:
+            probe(self.settings)
+        except JudgeUnavailable as exc:
+            return f"{exc} (the cached verdicts are used; the other questions are not judged)"
+        return ""
 
     def _ask(self, todo, cache: JudgementCache, answers, counts, progress) -> str:
         """Ask `todo` (pair, question, prompt), `concurrency` in flight; why it stopped, if it did."""

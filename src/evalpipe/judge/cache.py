@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalpipe.core.files import check_regular
 from evalpipe.judge.verdict import Verdict
 from evalpipe.safety.errors import EvalpipeError
 
@@ -133,6 +134,11 @@ class JudgementCache:
     def __init__(self, path: Path, timeout: float = 30.0):
         self.path = path
         self.timeout = timeout
+        if path.exists() or path.is_symlink():  # a FIFO or device would block or be clobbered by SQLite
+            try:
+                check_regular(path, "judge cache", " (delete it, or set judge.cache_dir=...)")
+            except EvalpipeError as exc:
+                raise CacheError(str(exc)) from None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(str(path), timeout=timeout)
@@ -175,6 +181,15 @@ class JudgementCache:
             return rows
         except sqlite3.Error as exc:
             raise CacheError(describe(exc, self.path, self.timeout)) from None
+
+    def holds(self, backend: str, model: str, server: str, prompt_version: str) -> bool:
+        """Whether any verdict of this judge (backend, model, server, prompt version) is cached."""
+        rows = self._run(
+            f"SELECT 1 FROM {TABLE} WHERE backend = ? AND model = ? AND server = ? "
+            "AND prompt_version = ? LIMIT 1",
+            (backend, model, server, prompt_version),
+        )
+        return bool(rows)
 
     def check_writable(self) -> None:
         """Take and release the write lock, so a locked cache is found before any call is paid for."""

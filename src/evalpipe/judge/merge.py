@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from evalpipe.core.files import read_json_text
 from evalpipe.corpus import CorpusError, load_jsonl_corpus
 from evalpipe.inputs.fixture import _case_lines, check_against_corpus, parse_cases
 from evalpipe.judge.report import TSV_COLUMNS
@@ -51,11 +52,11 @@ class Row:
 
 def read_verdicts(path: Path) -> list[Row]:
     """Rows of a judged.tsv with grade >= 1; `#` lines are comments, the first other line the header."""
-    if not path.is_file():
+    if not path.exists():
         raise EvalpipeError(f"{path}: no such file (the judged.tsv written by a run with a judge)")
     header: list[str] | None = None
     rows = []
-    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, raw in enumerate(read_json_text(path, "judged.tsv").splitlines(), 1):
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
         cells = raw.split("\t")
@@ -96,7 +97,7 @@ _OLD_HEADER = re.compile(r"^#\s*Positive verdicts of (?P<judge>\S+), prompt (?P<
 
 def read_provenance(path: Path) -> Provenance:
     """Who judged, with which prompt and when, from the comment lines a run writes atop judged.tsv."""
-    for raw in path.read_text(encoding="utf-8").splitlines():
+    for raw in read_json_text(path, "judged.tsv").splitlines():
         if not raw.lstrip().startswith("#"):
             break
         m = _HEADER.match(raw.strip())

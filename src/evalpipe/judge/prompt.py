@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
+from evalpipe.core.files import read_json_text
 from evalpipe.paths import PROJECT_ROOT, resolve_path
 from evalpipe.safety.errors import EvalpipeError
 
@@ -39,10 +40,10 @@ def load_prompt(ref: str) -> PromptTemplate:
     """`relevance_v1` -> conf/judge/prompts/relevance_v1.txt; anything with a suffix or slash is a path."""
     path = Path(ref) if ("/" in ref or Path(ref).suffix) else PROMPTS_DIR / f"{ref}.txt"
     path = resolve_path(path)
-    if not path.is_file():
+    if not path.exists():
         known = ", ".join(sorted(p.stem for p in PROMPTS_DIR.glob("*.txt")))
         raise EvalpipeError(f"judge.prompt={ref!r}: no prompt file {path} (known: {known})")
-    text = path.read_text(encoding="utf-8")
+    text = read_json_text(path, "judge prompt file")  # a regular file, UTF-8, within the size limit
     missing = [f for f in ("query", "excerpt") if f"${f}" not in text and "${" + f + "}" not in text]
     if missing:
         raise EvalpipeError(f"{path}: the prompt must contain ${' and $'.join(missing)} (fields: {FIELDS})")

@@ -207,8 +207,9 @@ def build_judge(node: Any) -> Judge | None:
     prompt = load_prompt(settings.prompt)
     backend = make_backend(settings)
     try:
-        _check_cache(settings)
-        probe(settings)
+        warm = _check_cache(settings, prompt.version)
+        if not warm:  # a warm cache may answer every question: the judge is asked (and probed) if needed
+            probe(settings)
     except (CacheError, JudgeUnavailable) as exc:
         if settings.required:
             raise EvalpipeError(f"{exc} (or judge.required=false to run with strict figures only)") from None
@@ -217,17 +218,25 @@ def build_judge(node: Any) -> Judge | None:
             f"evalpipe: warning: {reason}; judge.required=false: strict figures only, nothing judged"
         )
         return Judge(settings, backend, prompt, unavailable=reason)
-    return Judge(settings, backend, prompt)
+    return Judge(settings, backend, prompt, probe_first=warm)
 
 
-def _check_cache(settings: Any) -> None:
+def _check_cache(settings: Any, prompt_version: str) -> bool:
     """A cache that is not a database, holds another table, or cannot be written is bad input now; one
-    that is merely busy (a sweep worker writing) is waited for when judging, not here."""
+    that is merely busy (a sweep worker writing) is waited for when judging, not here. True when it
+    already holds verdicts of this judge (the server is then probed only if a question is missing)."""
     try:
-        JudgementCache(settings.cache_path, timeout=min(1.0, settings.cache_timeout)).close()
+        cache = JudgementCache(settings.cache_path, timeout=min(1.0, settings.cache_timeout))
     except CacheError as exc:
         if "locked by another writer" not in str(exc):
             raise
+        return False
+    try:
+        return cache.holds(settings.backend, settings.model, settings.server, prompt_version)
+    except CacheError:
+        return False
+    finally:
+        cache.close()
 
 
 def _judged_hit(miss: Miss, result: CaseResult, first: int, depth: int, verdicts) -> bool | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalpipe.core.files import read_json_text
 from evalpipe.safety.errors import EvalpipeError
 
 INFO_FILE = "run_info.json"
@@ -51,16 +52,22 @@ class SavedRun:
     def case_table(self) -> dict[str, list[Any]] | None:
         """The per-case table (columns) back from cases.jsonl, as the run logged it."""
         path = self.directory / TABLE_FILE
-        if not path.is_file():
+        if not path.exists():
             return None
+        try:
+            text = read_json_text(path, "per-case table")
+        except EvalpipeError as exc:
+            raise SavedRunError(str(exc)) from None
         rows = []
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SavedRunError(f"{path}:{lineno}: truncated or not JSON ({exc.msg})") from None
+            except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
+                raise SavedRunError(
+                    f"{path}:{lineno}: truncated or not JSON ({getattr(exc, 'msg', 'nested too deeply')})"
+                ) from None
             if not isinstance(row, dict):
                 raise SavedRunError(f"{path}:{lineno}: a JSON {type(row).__name__}, not a case record")
             rows.append(row)
@@ -129,30 +136,34 @@ RUN_STATUSES = ("FINISHED", "FAILED", "KILLED")
 
 def _read_json_object(path: Path, required: bool) -> dict[str, Any]:
     """A JSON object from `path` ({} if absent and not required), or one line naming what is wrong."""
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         if required:
             raise SavedRunError(f"{path} is missing: this is not a saved evalpipe run")
         return {}
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SavedRunError(f"{path}: not UTF-8 text (byte {exc.start}): the file is damaged") from None
-    except OSError as exc:
-        raise SavedRunError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        text = read_json_text(path, "saved-run file")  # a regular file within the size limit, UTF-8
+    except EvalpipeError as exc:
+        raise SavedRunError(f"{exc}: the file is damaged or not what evalpipe wrote") from None
     if not text.strip():
         raise SavedRunError(
             f"{path} is empty (the run was stopped while saving it?): re-run to measure it again"
         )
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise SavedRunError(
-            f"{path} is truncated or not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}): "
+            f"{path} is truncated or not JSON ({_json_where(exc)}): "
             "it was not completely written; re-run to measure it again"
         ) from None
     if not isinstance(data, dict):
         raise SavedRunError(f"{path} holds a JSON {type(data).__name__}, not the object evalpipe writes")
     return data
+
+
+def _json_where(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    return "nested too deeply"
 
 
 def load_run(directory: Path) -> SavedRun:
@@ -177,6 +188,26 @@ def load_run(directory: Path) -> SavedRun:
         if bad:
             raise SavedRunError(f"{directory / name}: {bad[0]!r} is {values[bad[0]]!r}, not text")
     return SavedRun(directory, info, metrics, params, tags)
+
+
+def unsynced(directory: Path) -> str | None:
+    """Why `directory` must not take a new run: it holds a saved run not (completely) uploaded, whose
+    files a new run would overwrite (None when it is empty, uploaded, or holds no run)."""
+    path = directory / INFO_FILE
+    if not path.is_file():
+        return None
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        state = str(info.get("upload", "unknown")) if isinstance(info, dict) else "unreadable"
+    except (OSError, ValueError):
+        state = "unreadable"
+    if state == "complete":
+        return None
+    return (
+        f"{directory} holds a saved run that is not in a tracking store yet ({INFO_FILE}: upload "
+        f"{state}); a new run there would overwrite it: upload it first with `evalpipe sync {directory}`, "
+        "move it away, or give this run another hydra.run.dir=..."
+    )
 
 
 def find_saved_runs(paths: Iterable[Path]) -> list[Path]:

@@ -143,10 +143,24 @@ def run(hydra_main: Callable[[], Any], config_dir: str, argv: Sequence[str]) -> 
     except (HydraException, OmegaConfBaseException) as exc:
         overrides = [a for a in argv if not a.startswith("-")]
         _fail(one_line(exc, config_dir, overrides))
-    except OSError as exc:
-        if _raised_in_evalpipe(exc):  # not Hydra's: a bug of ours keeps its traceback
+    except (OSError, ValueError) as exc:
+        # logging.config wraps the OSError of a log file it cannot open in a ValueError
+        # ("Unable to configure handler 'file'"): a read-only hydra.run.dir
+        cause = exc if isinstance(exc, OSError) else _os_cause(exc)
+        if cause is None or _raised_in_evalpipe(exc):  # not Hydra's: a bug of ours keeps its traceback
             raise
-        _fail(os_error_line(exc))
+        _fail(os_error_line(cause))
+
+
+def _os_cause(exc: BaseException) -> OSError | None:
+    """The OSError somewhere in `exc`'s chain of causes, if any."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, OSError):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
 
 
 def _raised_in_evalpipe(exc: BaseException) -> bool:
@@ -167,6 +181,8 @@ def os_error_line(exc: OSError) -> str:
     import errno
 
     path = exc.filename or "the output directory"
+    if isinstance(path, str) and path.endswith((".log", ".yaml")):  # Hydra's own files in the folder
+        path = os.path.dirname(path) or "."
     why = exc.strerror or type(exc).__name__
     if exc.errno in (errno.EEXIST, errno.ENOTDIR):
         hint = "a file is in the way: remove it, or choose another hydra.run.dir=... (-m: hydra.sweep.dir)"

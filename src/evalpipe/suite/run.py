@@ -57,6 +57,7 @@ def evaluate_suite(cfg: DictConfig) -> float:
         fail(str(exc))
     except Exception as exc:  # an interpolation that cannot resolve
         fail(f"cannot resolve the config: {' '.join(str(exc).split())}")
+    _check_members(suite, overrides)  # every fixture's run checked before the first one measures
     objective = str(resolved.get("objective") or "recall_at_5")
     out = out_dir or Path(tempfile.mkdtemp(prefix="evalpipe-suite-"))
     offline = bool(cfg.tracking.get("offline", False))
@@ -119,6 +120,39 @@ def evaluate_suite(cfg: DictConfig) -> float:
         console, suite, members, figures, resolved, run_name, split, tracker, experiment_id, parent, out, job
     )
     return float(figures.objective_value) if figures.objective_value is not None else float("nan")
+
+
+def _check_members(suite: Any, overrides: list[str]) -> None:
+    """Compose and preflight-check each fixture's run in this process (config, fixture, corpus,
+    ranker, replayed files), so a suite whose second fixture is broken stops with one line before
+    the first fixture is measured, and before the suite run exists."""
+    from hydra import compose
+
+    from evalpipe.evaluation import preflight
+    from evalpipe.evaluation.stages import fail
+    from evalpipe.suite.members import member_overrides
+
+    searchpath = [o for o in _hydra_overrides_all() if o.startswith("hydra.searchpath")]
+    for fixture in suite.fixtures:
+        task = [
+            o for o in member_overrides(overrides, fixture, Path("."), None) if not o.startswith("hydra.")
+        ]
+        try:
+            cfg = compose(config_name="config", overrides=[*task, *searchpath])
+            preflight.check(cfg, task)
+        except EvalpipeError as exc:
+            fail(f"suite {suite.name}: fixture {fixture}: {exc}")
+        except Exception as exc:  # Hydra's own (a missing config option, an override that does not apply)
+            fail(f"suite {suite.name}: fixture {fixture}: {' '.join(str(exc).split())}")
+
+
+def _hydra_overrides_all() -> list[str]:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return [str(x) for x in HydraConfig.get().overrides.hydra]
+    except Exception:
+        return []
 
 
 def _hydra_overrides() -> list[str]:

@@ -32,6 +32,7 @@ from typing import Any
 
 from evalpipe.paths import PROJECT_ROOT
 from evalpipe.safety.signals import Interrupted
+from evalpipe.tracking import store_check
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -81,9 +82,6 @@ def normalise_uri(uri: str | None) -> str:
     with a hint, because MLflow's file store now raises.
     """
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
-    db = sqlite_path(uri)
-    if db is not None:
-        return "sqlite:///" + str(db.expanduser().resolve())
     if "://" not in uri:
         # lazy: evalpipe.safety.errors, ~2 ms
         from evalpipe.safety.errors import EvalpipeError
@@ -92,6 +90,10 @@ def normalise_uri(uri: str | None) -> str:
             f"tracking.uri={uri!r} is a file-store path, which MLflow no longer supports; "
             f"use sqlite:///{uri.rstrip('/')}/mlflow.db or an http(s):// server"
         )
+    store_check.check_grammar(uri)
+    db = sqlite_path(uri)
+    if db is not None:
+        return "sqlite:///" + str(db.expanduser().resolve())
     return uri
 
 
@@ -203,10 +205,13 @@ def ensure_store(uri: str | None = None) -> Tracker:
     uri = normalise_uri(uri)
     db = sqlite_path(uri)
     if db is not None:
-        check_writable(db)
+        store_check.check_sqlite_path(db, uri)
+        check_writable(db)  # the file's schema and lock: `check_store` (before the first case), MLflow here
         if uri in _opened and db.exists():
             mlflow.set_tracking_uri(uri)
             return _opened[uri]
+    elif uri.split("+", 1)[0].split(":", 1)[0] in store_check.DATABASE_SCHEMES:
+        store_check.check_database_server(uri)
     elif uri.startswith(("http://", "https://")):
         # lazy: standard library, ~6 ms
         import logging
@@ -230,6 +235,10 @@ def ensure_experiment(tracker: Tracker, name: str) -> str:
     """Get or create an experiment; SQLite stores keep artifacts beside the database."""
     exp = tracker.client.get_experiment_by_name(name)
     if exp is not None:
+        if exp.lifecycle_stage == "deleted":  # it cannot take runs, and its name cannot be reused
+            from evalpipe.safety.secrets import mask_text
+
+            raise store_check.deleted_experiment(name, str(exp.experiment_id), mask_text(tracker.uri))
         return exp.experiment_id
     db = sqlite_path(tracker.uri)
     location = None
@@ -245,9 +254,10 @@ def ensure_experiment(tracker: Tracker, name: str) -> str:
         return exp.experiment_id
 
 
-def check_store(uri: str | None) -> str:
-    """The checks of a store that need no MLflow (a bad URI, a read-only SQLite store, a server
-    that does not answer), as `open_experiment` words them; returns the normalised URI.
+def check_store(uri: str | None, experiment: str | None = None) -> str:
+    """The checks of a store that need no MLflow (`store_check`: the URI's grammar and scheme, a
+    read-only, locked, foreign or other-version SQLite store, a server that does not answer, a
+    deleted experiment), as `open_experiment` words them; returns the normalised URI.
 
     A run whose store is opened by the upload worker makes these checks itself before any
     case, so those failures still stop it first, with exit 2."""
@@ -259,13 +269,19 @@ def check_store(uri: str | None) -> str:
         uri = normalise_uri(uri)
         db = sqlite_path(uri)
         if db is not None:
+            store_check.check_sqlite_path(db, uri)
             check_writable(db)
+            store_check.check_sqlite(db, uri, experiment)
         elif uri.startswith(("http://", "https://")):
             # lazy: standard library, ~6 ms (in a try)
             import logging
 
             logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
             probe_server(uri)
+            if experiment:
+                store_check.check_server_experiment(uri, experiment)
+        elif uri.split("+", 1)[0].split(":", 1)[0] in store_check.DATABASE_SCHEMES:
+            store_check.check_database_server(uri)
     except EvalpipeError:
         raise
     except StoreUnavailable as exc:

@@ -180,7 +180,7 @@ class Recording:
         if self.out_dir is None:
             return None
         if self.store_error is not None or self.run_id is None:
-            return self._failed(RuntimeError(self.store_error or "the MLflow run was not created"))
+            return self._failed(StoreRefused(self.store_error or "the MLflow run was not created"))
         worker, where = self.worker, str(self.out_dir)
         plots_dir = None
         try:
@@ -211,10 +211,58 @@ class Recording:
         with contextlib.suppress(OSError):
             update_info(self.out_dir, upload="failed")
         half = f" (it marks the half-logged run {self.run_id} FAILED)" if self.run_id else ""
+        cause = clip(first) if isinstance(exc, StoreRefused) else f"{kind}: {clip(first)}"
+        if unreachable(cause):
+            advice = f"upload them with `evalpipe sync {self.out_dir}` once the store is back{half}"
+        else:  # the store answered and refused: waiting for it will not help
+            advice = (
+                "the store answered and refused them, so fix what the error names (tracking.uri, "
+                f"the database, the experiment) before uploading them with `evalpipe sync {self.out_dir}`"
+            )
         return mask_text(
-            f"logging to MLflow failed ({kind}: {first[:160]}); the results are saved "
-            f"in {self.out_dir}: upload them with `evalpipe sync {self.out_dir}` once the store is back{half}"
+            f"logging to MLflow failed ({cause}); the results are saved in {self.out_dir}: {advice}"
         )
+
+
+class StoreRefused(Exception):
+    """The worker could not open the store or the run; the message is its own one line."""
+
+
+#: Words in an error that say the store could not be reached (so `evalpipe sync` later fits).
+UNREACHABLE = (
+    "connection refused",
+    "connection failed",
+    "connection reset",
+    "connection aborted",
+    "connectionerror",
+    "max retries exceeded",
+    "timed out",
+    "timeout",
+    "unreachable",
+    "name or service not known",
+    "temporary failure in name resolution",
+    "remotedisconnected",
+    "could not connect",
+    "database is locked",
+    "502",
+    "503",
+    "504",
+)
+
+
+def unreachable(cause: str) -> bool:
+    """Whether an upload error means the store was down or busy (rather than refusing the run)."""
+    low = cause.lower()
+    return any(word in low for word in UNREACHABLE)
+
+
+def clip(text: str, limit: int = 400) -> str:
+    """`text` on one line, cut at a word boundary (never inside a URI or a word) past `limit`."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return (text[:cut] if cut > 0 else text[:limit]) + " ..."
 
 
 def write_files(directory: Path, files: Mapping[str, str | bytes]) -> None:

@@ -341,7 +341,7 @@ def serve() -> None:
         except Exception as exc:
             text = str(exc).strip()
             first = text.splitlines()[0] if text else ""
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {first[:300]}"}
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {first}"}  # cut by the parent
         try:
             out.write((json.dumps(reply) + "\n").encode("utf-8"))
             out.flush()

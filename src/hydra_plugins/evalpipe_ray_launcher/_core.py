@@ -70,7 +70,32 @@ def init_options(init_kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[str]
             kwargs.pop(key)
         return kwargs, dropped
     kwargs.setdefault("include_dashboard", False)
+    # ray.init() without an address joins the cluster recorded by the last `ray start`
+    # (/tmp/ray/ray_current_cluster), even one long gone; "local" always starts a new instance.
+    kwargs["address"] = "local"
     return kwargs, []
+
+
+def recorded_cluster() -> str | None:
+    """The address the last `ray start` on this machine recorded (what address=auto joins), if any."""
+    try:
+        from ray._private.services import find_bootstrap_address
+
+        return find_bootstrap_address(None)
+    except Exception:
+        return None
+
+
+def cluster_named(kwargs: dict[str, Any]) -> str:
+    """The cluster a joining ray.init goes to, in words: the address, RAY_ADDRESS, or the recorded one."""
+    address = kwargs.get("address")
+    if os.environ.get("RAY_ADDRESS") and address in (None, "auto"):
+        return f"{os.environ['RAY_ADDRESS']} (from RAY_ADDRESS)"
+    if address == "auto":
+        recorded = recorded_cluster()
+        where = f"{recorded} " if recorded else ""
+        return f"the cluster {where}recorded by the last `ray start` (/tmp/ray/ray_current_cluster)"
+    return str(address)
 
 
 def start_ray(init_kwargs: dict[str, Any]) -> None:
@@ -81,7 +106,10 @@ def start_ray(init_kwargs: dict[str, Any]) -> None:
     if ray.is_initialized():
         return
     kwargs, dropped = init_options(init_kwargs)
-    cluster = kwargs.get("address") or os.environ.get("RAY_ADDRESS")
+    joining = joins_cluster(kwargs)
+    cluster = cluster_named(kwargs) if joining else None
+    if joining:
+        print(f"[ray] joining {cluster}", file=sys.stderr)
     for key in dropped:
         print(
             f"[ray] hydra.launcher.ray.init.{key} ignored: it sizes a new Ray instance, "
@@ -96,7 +124,7 @@ def start_ray(init_kwargs: dict[str, Any]) -> None:
     try:
         ray.init(**kwargs)
     except (ConnectionError, ValueError, RuntimeError) as exc:
-        where = kwargs.get("address") or os.environ.get("RAY_ADDRESS") or "a new local instance"
+        where = cluster or "a new local instance"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         fail(f"cannot start Ray ({where}): {first}")
     finally:

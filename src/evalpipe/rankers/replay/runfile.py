@@ -13,6 +13,7 @@ dropped and nothing replaces them, so a constrained case may get fewer than k hi
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -21,7 +22,7 @@ from evalpipe.core import Hit
 from evalpipe.core.files import require_file, text_lines
 from evalpipe.corpus import Corpus
 from evalpipe.inputs.trec import read_jsonl_queries, read_jsonl_run, read_trec_run
-from evalpipe.safety.errors import EvalpipeError
+from evalpipe.safety.errors import EvalpipeError, normalisation_hint
 
 
 def _sniff(path: Path) -> Literal["trec", "jsonl"]:
@@ -35,7 +36,23 @@ def _sniff(path: Path) -> Literal["trec", "jsonl"]:
 
 
 def _sample(ids: Sequence[str], n: int = 5) -> str:
-    return ", ".join(repr(i) for i in ids[:n]) + (", ..." if len(ids) > n else "")
+    def quoted(i: str) -> str:  # an NFD ID shows its combining marks (else it looks like the NFC one)
+        return repr(i) if unicodedata.is_normalized("NFC", i) else ascii(i)
+
+    return ", ".join(quoted(i) for i in ids[:n]) + (", ..." if len(ids) > n else "")
+
+
+def _normalisation_note(run: Mapping[str, Any], case_ids: Sequence[str], wanted: set[str]) -> str:
+    """ "; the IDs differ only in Unicode normalisation ..." when a run qid is a case ID once both are
+    NFC-normalised (one pass over each)."""
+    by_nfc = {unicodedata.normalize("NFC", c): c for c in case_ids}
+    for q in run:
+        if q in wanted:
+            continue
+        case = by_nfc.get(unicodedata.normalize("NFC", q))
+        if case is not None:
+            return f"; {normalisation_hint(q, [case])}"
+    return ""
 
 
 class RunFileRanker:
@@ -101,17 +118,18 @@ class RunFileRanker:
         wanted = set(case_ids)
         if not run:
             raise EvalpipeError(f"{self.path}: the run file has no lines (ranker.path=...)")
+        form = _normalisation_note(run, case_ids, wanted)
         if not wanted & run.keys():
             raise EvalpipeError(
                 f"{self.path}: none of its {len(run)} query IDs is a case ID of the fixture (run has "
-                f"{_sample(list(run))}; fixture has {_sample(list(case_ids))}): qids must be case IDs"
+                f"{_sample(list(run))}; fixture has {_sample(list(case_ids))}): qids must be case IDs{form}"
             )
         warnings = []
         missing = [c for c in case_ids if c not in run]
         if missing:
             warnings.append(
                 f"{len(missing)} of {len(case_ids)} cases are not in run file {self.path} "
-                f"(scored as empty results), e.g. {_sample(missing)}"
+                f"(scored as empty results), e.g. {_sample(missing)}{form}"
             )
         unknown = [q for q in run if q not in wanted]
         if unknown:
