@@ -7,6 +7,7 @@ many small prepare() calls below cost milliseconds each.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -54,7 +55,9 @@ def corpus():
 
 @pytest.fixture(scope="module")
 def ranker(model_dir, corpus, tmp_path_factory):
-    r = SemanticRanker(cache_dir=str(tmp_path_factory.mktemp("emb")))
+    # fp32: these tests check scores against the model's own encode (the default `auto` is bf16
+    # on a CPU with native bf16, whose own normalisation runs in bf16)
+    r = SemanticRanker(cache_dir=str(tmp_path_factory.mktemp("emb")), quantize=None)
     r.prepare(corpus)  # the one real model load of this module
     return r
 
@@ -108,7 +111,7 @@ def test_constraints_mask_before_top_k(ranker):
 def test_min_score_cuts_the_tail(model_dir, corpus, tmp_path, ranker):
     scores = {h.id: h.score for h in ranker.search("puppy on a leash", 6)}
     threshold = sorted(scores.values())[-2]  # keep exactly the top two
-    strict = SemanticRanker(cache_dir=str(tmp_path), min_score=threshold)
+    strict = SemanticRanker(cache_dir=str(tmp_path), min_score=threshold, quantize=None)
     strict.prepare(corpus)
     hits = strict.search("puppy on a leash", 6)
     assert len(hits) == 2 and all(h.score >= threshold for h in hits)
@@ -118,7 +121,7 @@ def test_stats(ranker, corpus):
     s = ranker.stats()
     assert s["embedding_dim"] == 384
     assert s["index_units"] == len(corpus)
-    assert s["cache_path"].endswith(".npy")
+    assert "units-v1" in s["cache_path"] and list(Path(s["cache_path"]).glob("*.pack"))
     assert isinstance(s["cache_hit"], bool) and s["embed_seconds"] >= 0
 
 
@@ -149,17 +152,22 @@ def test_cache_misses_when_corpus_or_template_changes(model_dir, corpus, tmp_pat
     r1 = SemanticRanker(cache_dir=str(tmp_path))
     r1.prepare(edited)
     assert r1.stats()["cache_hit"] is False and calls["n"] == 1
+    # only the edited unit went to the model; the five others came from the cache
+    assert r1.stats()["cache_units_embedded"] == 1 and r1.stats()["cache_units_hit"] == len(UNITS) - 1
 
     r2 = SemanticRanker(cache_dir=str(tmp_path), template="{text}")
     r2.prepare(corpus)
     assert r2.stats()["cache_hit"] is False and calls["n"] == 2
-    assert len({base.stats()["cache_path"], r1.stats()["cache_path"], r2.stats()["cache_path"]}) == 3
+    assert r2.stats()["cache_units_embedded"] == len(UNITS)  # every rendered text differs
+    # one settings folder (same model and settings), three packs: 6 rows, 1 row, 6 rows
+    assert base.stats()["cache_path"] == r1.stats()["cache_path"] == r2.stats()["cache_path"]
+    assert len(list(Path(base.stats()["cache_path"]).glob("*.pack"))) == 3
 
 
 def test_truncated_cache_file_is_a_miss_and_is_rewritten(model_dir, corpus, tmp_path):
     first = SemanticRanker(cache_dir=str(tmp_path))
     first.prepare(corpus)
-    path = first.stats()["cache_path"]
+    (path,) = Path(first.stats()["cache_path"]).glob("*.pack")
     with open(path, "r+b") as fh:
         fh.truncate(200)
     _forget_indexes()
@@ -215,7 +223,7 @@ def test_template_renders_metadata_and_drops_missing_fields():
 
 
 def test_query_prefix_changes_the_query_vector(ranker, model_dir, corpus, tmp_path):
-    prefixed = SemanticRanker(cache_dir=str(tmp_path), query_prefix="query: ")
+    prefixed = SemanticRanker(cache_dir=str(tmp_path), query_prefix="query: ", quantize=None)
     prefixed.prepare(corpus)
     expected = ranker._encoder.encode(["query: kitten"], normalize_embeddings=True)[0]
     np.testing.assert_allclose(prefixed.embed_query("kitten"), expected, atol=1e-6)

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from evalpipe.corpus import Corpus, Unit
-from evalpipe.embed_cache import EmbeddingCache
 from evalpipe.rankers import base as base_mod
 from evalpipe.rankers import semantic as semantic_mod
+from evalpipe.rankers.embed_store import UnitStore, text_digest
 from evalpipe.rankers.semantic import SemanticRanker
 from evalpipe.runner import prepare_ranker
 
@@ -64,7 +64,7 @@ def cache_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fp32(model, texts, cache_dir):
-    r = SemanticRanker(cache_dir=str(cache_dir))
+    r = SemanticRanker(cache_dir=str(cache_dir), quantize=None)
     r.prepare(Corpus([Unit(f"t{i}", "doc", text=t) for i, t in enumerate(texts)], name="real"))
     return r
 
@@ -127,21 +127,29 @@ def test_onnx_int8_is_close_to_fp32_but_not_within_the_bar(onnx_available, fp32,
 def test_cache_keys_differ_per_engine_and_precision(onnx_available, fp32, texts, cache_dir):
     for kwargs in ({"quantize": "bf16"}, {"engine": "onnx"}, {"engine": "onnx", "quantize": "int8"}):
         _prepare(cache_dir, texts, **kwargs)
-    metas = [json.loads(p.read_text()) for p in cache_dir.glob("*.json")]
-    variants = sorted((m["engine"], str(m["quantize"])) for m in metas if m["corpus"] == "real")
-    assert variants == [("onnx", "None"), ("onnx", "int8"), ("torch", "None"), ("torch", "bf16")]
-    assert len({m["key"] for m in metas if m["corpus"] == "real"}) == 4
-    # each hits its own entry: a fresh onnx int8 ranker gets exactly the int8 matrix back
+    folders = {
+        p.parent: json.loads(p.read_text())
+        for p in (cache_dir / "units-v1").glob("*/settings.json")
+        if json.loads(p.read_text())["max_seq_length"] == 256
+    }
+    variants = sorted((m["engine"], m["quantize"]) for m in folders.values())
+    assert variants == [("onnx", "fp32"), ("onnx", "int8"), ("torch", "bf16"), ("torch", "fp32")]
+    # each hits its own entry: a fresh onnx int8 ranker gets exactly the int8 vectors back
     base_mod.clear_built_cache()
     again = _prepare(cache_dir, texts, engine="onnx", quantize="int8")
-    assert again.stats()["cache_hit"]
-    entry = next(m for m in metas if m["corpus"] == "real" and m["engine"] == "onnx" and m["quantize"])
-    assert np.array_equal(again._embeddings, EmbeddingCache(cache_dir).load(entry["key"]))
+    assert again.stats()["cache_hit"] and again.stats()["cache_units_embedded"] == 0
+    folder = next(f for f, m in folders.items() if m["engine"] == "onnx" and m["quantize"] == "int8")
+    assert Path(again.stats()["cache_path"]) == folder
+    store = UnitStore(cache_dir, {k: v for k, v in folders[folder].items() if k not in ("key", "format")})
+    units = [Unit(f"t{i}", "doc", text=t) for i, t in enumerate(texts)]
+    digests = [text_digest(semantic_mod.render_unit(u, again.template, again._fields)) for u in units]
+    stored = store.lookup(digests).found
+    assert np.array_equal(again._embeddings, np.stack([stored[d] for d in digests]))
     assert not np.array_equal(again._embeddings, fp32._embeddings)
 
 
 def test_max_seq_length_is_part_of_the_key(fp32, texts, cache_dir):
-    short = _prepare(cache_dir, texts, max_seq_length=32)
+    short = _prepare(cache_dir, texts, max_seq_length=32, quantize=None)
     assert not short.stats()["cache_hit"]
     longest = int(np.argmax([len(t) for t in texts]))
     assert _cosine(short._embeddings[[longest]], fp32._embeddings[[longest]])[0] < 0.999
@@ -160,7 +168,7 @@ def test_missing_onnxruntime_reports_skipped_with_install_hint(model, monkeypatc
 def test_bad_engine_and_combinations_name_the_parameter():
     with pytest.raises(ValueError, match="engine must be one of torch, onnx, got 'tensorrt'"):
         SemanticRanker(engine="tensorrt")
-    with pytest.raises(ValueError, match="quantize must be null or one of int8 with engine=onnx"):
+    with pytest.raises(ValueError, match="quantize must be null, auto or one of int8 with engine=onnx"):
         SemanticRanker(engine="onnx", quantize="bf16")
     with pytest.raises(ValueError, match="CPU only"):
         SemanticRanker(engine="onnx", device="cuda")

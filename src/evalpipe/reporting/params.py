@@ -22,6 +22,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from evalpipe.rankers.precision import AUTO, resolve_quantize
+
 #: Top-level keys logged as they are (the K list, the metric families, the token encoding).
 MEASUREMENT_KEYS = ("ks", "metrics", "token_encoding")
 #: Keys Hydra reads to build objects: how, not what; and credentials, which are never params
@@ -41,9 +43,11 @@ EXECUTION_KEYS = (
     "show_progress",
     "num_workers",
     "n_jobs",
+    "cache_max_bytes",
 )
 #: (ranker class path, key) -> what a null there means, as logged.
-NULL_MEANS = {("evalpipe.rankers.semantic.SemanticRanker", "model"): "default_semantic_model"}
+SEMANTIC = "evalpipe.rankers.semantic.SemanticRanker"
+NULL_MEANS = {(SEMANTIC, "model"): "default_semantic_model"}
 #: MLflow's limit on a param value.
 MAX_VALUE = 6000
 
@@ -75,6 +79,11 @@ def _flatten(node: Mapping[str, Any], prefix: str, out: dict[str, str], ranker: 
             _flatten(value, name + ".", out, ranker)
         elif value is None and ranker and (meaning := _null_means(target, str(key))) is not None:
             out[name] = meaning
+        elif value == AUTO and ranker and str(target) == SEMANTIC and str(key) == "quantize":
+            # what `auto` is on this machine (bf16 only with native bf16): the precision measured
+            engine, device = str(node.get("engine", "torch")), str(node.get("device", "cpu"))
+            resolved = resolve_quantize(AUTO, engine, device)
+            out[name] = f"{resolved or 'fp32'} (auto)"
         else:
             out[name] = _value(value)
 
