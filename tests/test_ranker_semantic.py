@@ -289,3 +289,44 @@ def test_test_prior_puts_test_units_after_code_unless_asked(model_dir, tmp_path)
     assert raw["rain"] <= 0 or order.index("rain") < order.index("store_test.go::TestSaveUser")
     asked = [h.id for h in last.search("tests of save user record store", 3)]
     assert asked[0] == "store_test.go::TestSaveUser"
+
+
+GIN_FILES = ("auth.go", "auth_test.go", "recovery.go", "recovery_test.go", "utils.go", "utils_test.go")
+
+
+@pytest.fixture(scope="module")
+def gin_corpus():
+    """Real Go units (gin's auth, recovery and utils files with their tests) from the fixture."""
+    from evalpipe.corpus import load_jsonl_corpus
+
+    full = load_jsonl_corpus(Path(__file__).resolve().parents[1] / "fixtures" / "fixgo_gin_corpus.jsonl")
+    return Corpus([u for u in full if u.path in GIN_FILES], name="gin-slice")
+
+
+def test_skipping_test_units_keeps_every_positive_non_test_rank_where_claimed(
+    model_dir, gin_corpus, tmp_path
+):
+    """`embed_tests=false` is an option, not the default, because it can change a ranking; the
+    claim is narrow: with `test_prior: last` and a query that does not ask for tests, the
+    non-test units with a positive cosine keep their order and scores (they come before every
+    test unit either way), and only the tail differs."""
+    with_tests = SemanticRanker(cache_dir=str(tmp_path))
+    with_tests.prepare(gin_corpus)
+    without = SemanticRanker(cache_dir=str(tmp_path), embed_tests=False)
+    without.prepare(gin_corpus)
+    tests = {u.id for u in gin_corpus if u.path.endswith("_test.go")}
+    assert 20 <= len(tests) < len(gin_corpus)
+    s = without.stats()
+    assert s["unembedded_test_units"] == len(tests) and s["cache_units_embedded"] == 0  # all cached
+    n = len(gin_corpus)
+    for query in ("basic auth credentials", "recover from a panic and log it", "pick the last element"):
+        a, b = with_tests.search(query, n), without.search(query, n)
+        head = [h for h in a if h.id not in tests and h.score > 0]
+        assert a[: len(head)] == head  # positive non-tests come first with tests embedded
+        assert b[: len(head)] == head  # the same units, order and scores without them
+        assert not tests & {h.id for h in b}  # unembedded tests are never returned
+        assert tests & {h.id for h in a}
+    # a query that asks for tests is where skipping them changes the answer
+    asked = "test basic auth credentials"
+    assert with_tests.search(asked, 1)[0].id in tests
+    assert without.search(asked, 1)[0].id not in tests
