@@ -199,7 +199,7 @@ SCORING_WORKER = r"""
 import json, sys, time
 import numpy as np
 from evalpipe.scoring import metrics
-from evalpipe.rankers.base import Hit
+from evalpipe.core import Hit
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import score_results
 
@@ -360,7 +360,7 @@ def parse_variant(variant: str) -> tuple[str, str | None]:
 
 def scifact_sample(scifact: Path, n: int) -> list:
     """Every 10th SciFact document up to `n` (spread over the file, not its first topics)."""
-    from evalpipe.corpus import Unit
+    from evalpipe.core import Unit
 
     units = []
     with gzip.open(scifact / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:

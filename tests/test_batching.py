@@ -13,7 +13,8 @@ import pytest
 
 from conftest import ROOT, TINY_UNITS
 from evalpipe.batching import SearchSettingError, parse_settings, plan_search, run_search, sample_indices
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.rankers.bm25 import METHODS, BM25Ranker
 from evalpipe.runner import run_cases

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evalpipe.sweeps.case_diff import CaseInfo, case_diff, case_info, case_rows, markdown, table, tier_rows
+from evalpipe.reporting.case_diff_view import case_rows, markdown, table, tier_rows
+from evalpipe.stats.case_diff import CaseInfo, case_diff, case_info
 
 INFO = {
     "c1": CaseInfo("exact", "open a file", ("b.go::Open",), ("b.go::Open", "a.py", "c.md")),

@@ -1,6 +1,6 @@
 """`evalpipe compare`: statistics on constructed per-case values with known answers, and the CLI contract.
 
-Known answers used below (paired sign-flip test, see evalpipe.sweeps.stats):
+Known answers used below (paired sign-flip test, see evalpipe.stats.resampling):
 * identical runs: every difference is 0, so p = 1.0 exactly and the diff CI is (0, 0, 0);
 * a run that wins every one of n cases by 1: only the all-plus / all-minus sign patterns reach
   |sum| = n (probability 2 / 2**n ~ 2e-9 for n = 30), so with R resamples no resample is as
@@ -15,15 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.sweeps.compare import (
-    CompareError,
-    RunCases,
-    common_cases,
-    compare_runs,
-    default_metrics,
-    main,
-    pick_baseline,
-)
+from evalpipe.compare.cli import main
+from evalpipe.compare.runs import pick_baseline
+from evalpipe.stats.comparison import CompareError, RunCases, common_cases, compare_runs, default_metrics
 
 IDS = [f"q{i:02d}" for i in range(30)]
 

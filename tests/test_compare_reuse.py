@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from evalpipe.sweeps.compare import main
+from evalpipe.compare.cli import main
 from test_sweep import all_runs, client_for, run_cli
 
 FIELDS = "ranker.fields"

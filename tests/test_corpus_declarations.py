@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.corpus import Corpus, Unit, corpus_stats, load_jsonl_corpus
+from evalpipe.core import Hit, Unit
+from evalpipe.core.testpaths import is_test_path
+from evalpipe.corpus import Corpus, corpus_stats, load_jsonl_corpus
 from evalpipe.corpus.__main__ import main
 from evalpipe.corpus.build import build_corpus
 from evalpipe.corpus.python_src import build_python_units
-from evalpipe.corpus.testpaths import is_test_path
 from evalpipe.corpus.treesitter_src import TreeSitterUnavailable, get_parser
-from evalpipe.rankers.base import Hit
 from evalpipe.rankers.graph import GraphRanker
 
 

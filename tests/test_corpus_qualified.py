@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.corpus import Unit
+from evalpipe.core import Unit
 from evalpipe.corpus.build import build_corpus
 from evalpipe.corpus.qualify import name_parts, suffix_match, unit_qualified_name, unit_qualifier
 from evalpipe.corpus.treesitter_src import TreeSitterUnavailable, get_parser

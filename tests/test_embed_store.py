@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from evalpipe.evaluation.identity import config_hash
 from evalpipe.rankers import embed_store, precision
 from evalpipe.rankers.embed_store import Pack, UnitStore, evict, settings_key, text_digest
 from evalpipe.rankers.semantic import SemanticRanker
@@ -220,3 +221,13 @@ def test_the_resolved_precision_is_the_logged_param(cpuinfo):
     assert (
         measurement_params({"ranker": {**ranker, "quantize": None}}, "semantic")["ranker.quantize"] == "None"
     )
+
+
+def test_auto_is_resolved_in_the_reuse_identity(cpuinfo):
+    cfg = {"ranker": {"_target_": "evalpipe.rankers.semantic.SemanticRanker", "quantize": "auto"}}
+    cpuinfo(CPUINFO_BF16)
+    on_bf16 = config_hash(cfg, "fixture", "code")
+    cpuinfo(CPUINFO_PLAIN)
+    assert config_hash(cfg, "fixture", "code") != on_bf16  # never reused across the two machines
+    explicit = {"ranker": {**cfg["ranker"], "quantize": "bf16"}}
+    assert config_hash(explicit, "fixture", "code") != on_bf16

@@ -337,7 +337,7 @@ class FixedRanker:
         self.ids = ids
 
     def search(self, query, k, constraints=None):
-        from evalpipe.rankers.base import Hit
+        from evalpipe.core import Hit
 
         return [Hit(i) for i in self.ids[:k]]
 

@@ -14,7 +14,7 @@ from evalpipe.gate.model import DataId, FixtureKey, FixtureRun, GateError, Side
 from evalpipe.gate.rules import GateRules, apply, parse_drop_flags, read_rules_file
 from evalpipe.gate.same_data import same_digest
 from evalpipe.gate.verdict import min_p, run_gate
-from evalpipe.sweeps.compare import cases_from_rows
+from evalpipe.stats.comparison import cases_from_rows
 
 FX = "a" * 64
 CORPUS = "c" * 64

@@ -106,7 +106,7 @@ def test_memorising_ranker_shows_a_large_gap_and_no_gain_on_test(tmp_path, plant
     assert holdout_csv[0]["verdict"] == "not_better"
 
     # An experiment holding dev points and test re-runs: compare asks which split, then compares it.
-    from evalpipe.sweeps.compare import main as compare_main
+    from evalpipe.compare.cli import main as compare_main
 
     base = ["--experiment", "evalpipe/planted", "--tracking-uri", uri, "--resamples", "200"]
     assert compare_main(base) == 2
@@ -185,7 +185,7 @@ def test_gap_ci_resamples_both_case_sets():
     mean_a - mean_b +- 1.96 * sqrt(var_a / n_a + var_b / n_b) (worked out here, not by evalpipe)."""
     import numpy as np
 
-    from evalpipe.sweeps.stats import bootstrap_ci_diff_independent
+    from evalpipe.stats.resampling import bootstrap_ci_diff_independent
 
     a = np.array([1.0] * 60 + [0.0] * 40)  # 0.6
     b = np.array([1.0] * 30 + [0.0] * 90)  # 0.25

@@ -18,7 +18,8 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from evalpipe.corpus import Corpus, Unit  # noqa: E402
+from evalpipe.core import Unit  # noqa: E402
+from evalpipe.corpus import Corpus  # noqa: E402
 from evalpipe.rankers.bm25 import BM25Ranker  # noqa: E402
 from evalpipe.rankers.bm25f import BM25FRanker  # noqa: E402
 from evalpipe.rankers.exact import ExactSymbolRanker  # noqa: E402

@@ -12,7 +12,8 @@ def test_bm25_imports_no_numba_and_numba_still_works_afterwards():
     code = (
         "import sys\n"
         "from evalpipe.rankers.bm25 import BM25Ranker\n"
-        "from evalpipe.corpus import Corpus, Unit\n"
+        "from evalpipe.core import Unit\n"
+        "from evalpipe.corpus import Corpus\n"
         "r = BM25Ranker(); r.prepare(Corpus([Unit('a', 'doc', text='merge settings')], name='c'))\n"
         "print('numba' in sys.modules, [h.id for h in r.search('merge', 1)])\n"
         "import numba, bm25s\n"

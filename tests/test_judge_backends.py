@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from evalpipe.corpus import Unit
+from evalpipe.core import Hit, Unit
 from evalpipe.judge.asking import Judge
 from evalpipe.judge.backends import make_backend
 from evalpipe.judge.pairs import Pair
 from evalpipe.judge.prompt import load_prompt
 from evalpipe.judge.run import run_judge
 from evalpipe.judge.settings import JudgeSettings
-from evalpipe.rankers.base import Hit
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import score_results
 from evalpipe.scoring.tokens import get_token_counter

@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from evalpipe.corpus import Unit
+from evalpipe.core import Hit, Unit
 from evalpipe.judge.asking import Judge
 from evalpipe.judge.backends import make_backend
 from evalpipe.judge.cache import CacheError, JudgementCache
@@ -21,7 +21,6 @@ from evalpipe.judge.progress import JudgeBar, size_line
 from evalpipe.judge.prompt import load_prompt
 from evalpipe.judge.run import NotJudged, order_pairs, run_judge
 from evalpipe.judge.settings import JudgeSettings
-from evalpipe.rankers.base import Hit
 from evalpipe.safety.secrets import mask_text
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import score_results

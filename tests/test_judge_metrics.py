@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from evalpipe.core import Hit
 from evalpipe.judge.calibration import agreement
 from evalpipe.judge.judged_metrics import judged_scores
 from evalpipe.judge.pairs import calibration_pairs, rescue_pairs
 from evalpipe.judge.prompt import excerpt, load_prompt
 from evalpipe.judge.settings import JudgeSettings
 from evalpipe.judge.verdict import MalformedAnswer, parse_answer
-from evalpipe.rankers.base import Hit
 from evalpipe.safety.errors import EvalpipeError
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import score_results

@@ -12,7 +12,8 @@ from __future__ import annotations
 import gc
 import time
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.heap import collector_paused
 from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.runner import run_cases

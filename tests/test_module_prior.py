@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers.bm25 import BM25Ranker
 from evalpipe.rankers.bm25f import BM25FRanker
 from evalpipe.rankers.module_prior import ModulePrior, asks_for_modules, check_mode

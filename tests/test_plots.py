@@ -7,7 +7,7 @@ import io
 import numpy as np
 import pytest
 
-from evalpipe.rankers.base import Hit
+from evalpipe.core import Hit
 from evalpipe.reporting.plots import DPI, run_plots, sweep_plots
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import score_results

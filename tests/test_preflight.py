@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from evalpipe import preflight
-from evalpipe.inputs.files import InputFileError, MissingInputError, decode_text, text_lines
+from evalpipe.core import Hit
+from evalpipe.core.files import InputFileError, MissingInputError, decode_text, text_lines
 from evalpipe.inputs.fixture import load_fixture
 from evalpipe.inputs.strict_yaml import YAMLFileError, parse
-from evalpipe.rankers.base import Hit
 from evalpipe.runner import BadResult, as_hits
 from evalpipe.safety.errors import EvalpipeError, FixtureError
 from evalpipe.safety.timeouts import SearchTimeout, call_with_timeout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalpipe.corpus import Unit
+from evalpipe.core import Unit
 from evalpipe.scoring.rag import Candidate, RagLabel, RagResult, aggregate_rag, score_case, to_candidate
 
 LABEL = RagLabel(

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers.bm25f import BM25FRanker, unit_bm25f_fields
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers.exact import ExactSymbolRanker, is_test_path, split_kind_words
 
 

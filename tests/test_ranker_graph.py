@@ -9,8 +9,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from evalpipe.corpus import Corpus, Unit
-from evalpipe.rankers.base import Hit
+from evalpipe.core import Hit, Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers.bm25 import BM25Ranker
 from evalpipe.rankers.exact import ExactSymbolRanker
 from evalpipe.rankers.graph import GraphRanker
@@ -156,7 +156,8 @@ def test_hydra_instantiates_each_ranker(conf_dir: Path, name, cls):
 def test_graph_ranker_reused_index_prepares_its_base():
     """A second GraphRanker with the same index settings (e.g. another min_score in a sweep)
     restores the memoised graph and must still have a prepared base ranker."""
-    from evalpipe.corpus import Corpus, Unit
+    from evalpipe.core import Unit
+    from evalpipe.corpus import Corpus
     from evalpipe.rankers.bm25 import BM25Ranker
     from evalpipe.rankers.graph import GraphRanker
 

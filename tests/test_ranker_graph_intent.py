@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
-from evalpipe.rankers.base import Hit
+from evalpipe.core import Hit, Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers.graph import GraphRanker
 from evalpipe.rankers.relation_intent import RelationIntent, detect_relation
 

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
-from evalpipe.rankers.base import Hit, RankerUnavailable
+from evalpipe.core import Hit, Unit
+from evalpipe.corpus import Corpus
+from evalpipe.rankers.base import RankerUnavailable
 from evalpipe.rankers.plugin_example import KeywordOverlapRanker
 from evalpipe.rankers.rrf import RRFRanker, rrf_fuse
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus, load_jsonl_corpus
 from evalpipe.rankers import base as base_mod
 from evalpipe.rankers import semantic as semantic_mod
 from evalpipe.rankers.base import RankerUnavailable
@@ -297,8 +298,6 @@ GIN_FILES = ("auth.go", "auth_test.go", "recovery.go", "recovery_test.go", "util
 @pytest.fixture(scope="module")
 def gin_corpus():
     """Real Go units (gin's auth, recovery and utils files with their tests) from the fixture."""
-    from evalpipe.corpus import load_jsonl_corpus
-
     full = load_jsonl_corpus(Path(__file__).resolve().parents[1] / "fixtures" / "fixgo_gin_corpus.jsonl")
     return Corpus([u for u in full if u.path in GIN_FILES], name="gin-slice")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Hit, Unit
+from evalpipe.corpus import Corpus
 from evalpipe.corpus.build import build_corpus
-from evalpipe.rankers.base import Hit
 from evalpipe.rankers.grep import GrepRanker
 from evalpipe.rankers.winnow import WinnowRanker, fan_in
 

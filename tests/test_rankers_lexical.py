@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.corpus import Corpus, Unit, load_jsonl_corpus
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus, load_jsonl_corpus
 from evalpipe.rankers.base import Ranker
 from evalpipe.rankers.bm25 import METHODS, BM25Ranker
 from evalpipe.rankers.exact import (

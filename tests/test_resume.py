@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from evalpipe.core.fingerprint import code_fingerprint
 from evalpipe.reporting import tracking
 from evalpipe.sweeps.job import HASH_TAG, find_finished, sweep_id_for
 
@@ -34,7 +35,7 @@ def test_code_fingerprint_changes_with_the_source(tmp_path):
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "a.py").write_text("x = 1\n")
-    before = tracking.code_fingerprint(pkg)
-    assert tracking.code_fingerprint(pkg) == before
+    before = code_fingerprint(pkg)
+    assert code_fingerprint(pkg) == before
     (pkg / "a.py").write_text("x = 2\n")
-    assert tracking.code_fingerprint(pkg) != before
+    assert code_fingerprint(pkg) != before

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from cli_helpers import cli, write_tiny
+from evalpipe.compare.cli import main as compare_main
 from evalpipe.paths import PROJECT_ROOT
-from evalpipe.sweeps.compare import main as compare_main
 from evalpipe.sweeps.naming import component_choices, qualified_choice
 
 CONF = PROJECT_ROOT / "conf"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Hit, Unit
+from evalpipe.corpus import Corpus
 from evalpipe.inputs.trec import (
     TrecFormatError,
     read_jsonl_run,
@@ -16,7 +17,6 @@ from evalpipe.inputs.trec import (
     read_trec_run,
     write_trec_run,
 )
-from evalpipe.rankers.base import Hit
 from evalpipe.rankers.runfile import RunFileRanker
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

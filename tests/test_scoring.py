@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalpipe.corpus import Unit
-from evalpipe.rankers.base import Hit
+from evalpipe.core import Hit, Unit
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import flat_metrics, score_results
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers import base as base_mod
 from evalpipe.rankers import semantic as semantic_mod
 from evalpipe.rankers.embed_store import UnitStore, text_digest

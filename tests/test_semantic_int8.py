@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import clear_built_cache
 
 TEXTS = [

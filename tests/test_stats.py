@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evalpipe.sweeps.stats import bootstrap_ci, paired_bootstrap_ci_diff, paired_randomization_test
+from evalpipe.stats.resampling import bootstrap_ci, paired_bootstrap_ci_diff, paired_randomization_test
 
 
 def test_identical_runs_p_is_one_and_diff_ci_is_zero():

@@ -109,7 +109,7 @@ def test_suite_figures_equal_single_runs_and_macro_mean(tmp_path, conf):
     )
 
     # compare: fixture by fixture, on the fixtures' own cases.
-    from evalpipe.sweeps.compare import main as compare_main
+    from evalpipe.compare.cli import main as compare_main
 
     md = tmp_path / "cmp.md"
     code = compare_main(

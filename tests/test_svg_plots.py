@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from evalpipe.rankers.base import Hit
+from evalpipe.core import Hit
 from evalpipe.reporting.plots import plot_mode, run_figures
 from evalpipe.reporting.svg_plots import HEIGHT, TOP, _y, recall_curve_svg
 from evalpipe.scoring.results import CaseResult

@@ -138,7 +138,7 @@ def test_grid_sweep_parent_children_summary_resume_and_force(tmp_path, fixture_p
 
     # Compare the sweep's points: [title,text] beats [title] on exactly one case of three, so the
     # only non-zero paired difference flips sign freely: p = 1 exactly, nothing is significant.
-    from evalpipe.sweeps.compare import main as compare_main
+    from evalpipe.compare.cli import main as compare_main
 
     out = tmp_path / "compare.md"
     code = compare_main(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import top_k
 
 

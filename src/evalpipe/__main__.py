@@ -38,7 +38,7 @@ class Subcommand:
 
 SUBCOMMANDS: dict[str, Subcommand] = {
     "compare": Subcommand(
-        "evalpipe.sweeps.compare", "main", "are differences between runs real? paired CIs and p-values"
+        "evalpipe.compare.cli", "main", "are differences between runs real? paired CIs and p-values"
     ),
     "check-fixture": Subcommand(
         "evalpipe.fixture_check.cli", "main", "does a fixture measure what its tiers claim? flagged cases"

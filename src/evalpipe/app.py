@@ -11,12 +11,6 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from evalpipe.evaluation import stages
-from evalpipe.evaluation.identity import (  # noqa: F401  (what sweeps and tests import from here)
-    NON_MEASURING_KEYS,
-    config_hash,
-    experiment_name,
-    hydra_context,
-)
 from evalpipe.safety import signals
 
 

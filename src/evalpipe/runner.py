@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalpipe.core import Hit
 from evalpipe.corpus import Corpus
 from evalpipe.heap import collector_paused
 from evalpipe.inputs.fixture import Case, Fixture
-from evalpipe.rankers.base import Hit, RankerUnavailable
+from evalpipe.rankers.base import RankerUnavailable
 from evalpipe.safety.timeouts import SearchTimeout, call_with_timeout
 from evalpipe.scoring.results import CaseResult
 

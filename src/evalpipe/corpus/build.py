@@ -16,10 +16,10 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
+from evalpipe.core import Unit
+from evalpipe.core.testpaths import is_test_path
 from evalpipe.corpus.markdown import DEFAULT_SECTION_CHARS, parse_markdown
-from evalpipe.corpus.model import Unit
 from evalpipe.corpus.python_src import DEFAULT_EXCERPT_CHARS, build_python_units
-from evalpipe.corpus.testpaths import is_test_path
 
 DEFAULT_INCLUDE: tuple[str, ...] = (
     "**/*.py",

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from evalpipe.corpus.model import Unit
+from evalpipe.core import Unit
 
 DEFAULT_SECTION_CHARS = 1500
 LANGUAGE = "markdown"

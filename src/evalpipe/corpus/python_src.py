@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from evalpipe.core import Unit
 from evalpipe.corpus.draft import Draft, Part, SourceParseError, compose_text, find_in_bases, merge_metadata
-from evalpipe.corpus.model import Unit
 from evalpipe.corpus.qualify import qualified
 
 DEFAULT_EXCERPT_CHARS = 1200

@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from evalpipe.corpus.model import Unit
+from evalpipe.core import Unit
 
 _PARTS = re.compile(r"::|[./\\]")
 

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalpipe.corpus.model import RELATION_KINDS, Unit
+from evalpipe.core import Unit
+from evalpipe.core.unit import RELATION_KINDS
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,9 @@ import posixpath
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from evalpipe.core import Unit
 from evalpipe.corpus.draft import SourceParseError, find_in_bases
 from evalpipe.corpus.go_src import GoExtractor, go_implements
-from evalpipe.corpus.model import Unit
 from evalpipe.corpus.qualify import qualified
 from evalpipe.corpus.syntax import Extractor, SourceFile, first_error_line
 from evalpipe.corpus.ts_src import TsExtractor

@@ -26,6 +26,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from evalpipe import __version__
+from evalpipe.core.fingerprint import code_fingerprint
 from evalpipe.evaluation.files import case_table, run_files
 from evalpipe.evaluation.identity import config_hash, default_run_name, experiment_name, hydra_context
 from evalpipe.evaluation.measure import measure as measure_cases
@@ -151,7 +152,7 @@ def reuse(state: RunState) -> float | None:
 
     state.revision = tracking.git_revision()
     fixture = state.fixture
-    state.chash = config_hash(state.checked.resolved, fixture.sha256, tracking.code_fingerprint())
+    state.chash = config_hash(state.checked.resolved, fixture.sha256, code_fingerprint())
     state.job = sweep.job_context(state.tracker, state.experiment_id)
     from evalpipe.sweeps import store as sweep_store
 
@@ -164,9 +165,7 @@ def reuse(state: RunState) -> float | None:
         return None
     from evalpipe.sweeps.reuse import find_reusable, reuse_point
 
-    done = find_reusable(
-        state.tracker, state.experiment_id, state.chash, tracking.code_fingerprint(), fixture.sha256
-    )
+    done = find_reusable(state.tracker, state.experiment_id, state.chash, code_fingerprint(), fixture.sha256)
     if done is None:
         return None
 
@@ -184,7 +183,6 @@ def reuse(state: RunState) -> float | None:
 
 def start(state: RunState) -> None:
     """Open the MLflow run (RUNNING from here until record/upload end it) with the identity tags."""
-    from evalpipe.reporting import tracking
     from evalpipe.reporting.record import Recording
 
     fixture, counter = state.fixture, state.counter
@@ -199,7 +197,7 @@ def start(state: RunState) -> None:
         "evalpipe.corpus_sha256": fixture.corpus.sha256,
         "evalpipe.ranker": state.ranker_choice,
         "evalpipe.config_hash": state.chash,
-        "evalpipe.code_fingerprint": tracking.code_fingerprint(),  # sweeps.reuse asks by it
+        "evalpipe.code_fingerprint": code_fingerprint(),  # sweeps.reuse asks by it
         "evalpipe.token_counter": counter.method,
         "evalpipe.objective": state.objective,
     }
@@ -212,7 +210,7 @@ def start(state: RunState) -> None:
     rec.describe_data(fixture)  # logged as MLflow dataset inputs (reporting.datasets)
     state.rec = rec
     if state.worker is not None:  # created by the worker once the store is open (see `await_store`)
-        from evalpipe.reporting.upload_worker import WorkerGone
+        from evalpipe.reporting.worker_errors import WorkerGone
 
         rec.worker, rec.uri = state.worker, state.store_uri
         try:
@@ -247,7 +245,7 @@ def await_store(state: RunState) -> None:
     upload stage reports it (exit 1, `evalpipe sync` later). A worker that died is replaced
     by opening the store here."""
     from evalpipe.reporting import tracking
-    from evalpipe.reporting.upload_worker import WorkerError, WorkerGone
+    from evalpipe.reporting.worker_errors import WorkerError, WorkerGone
 
     worker, rec = state.worker, state.rec
     if worker is None or state.tracker is not None or rec.store_error:

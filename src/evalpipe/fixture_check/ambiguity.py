@@ -28,7 +28,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from evalpipe.corpus import Unit
+from evalpipe.core import Unit
 from evalpipe.fixture_check.leakage import known_names, query_identifiers, spellings, unit_name
 from evalpipe.fixture_check.words import content_words
 from evalpipe.inputs.fixture import Case, Fixture

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 
-from evalpipe.corpus import Unit
+from evalpipe.core import Unit
 from evalpipe.fixture_check.words import content_words
 from evalpipe.inputs.fixture import Case, Fixture
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.gate.model import ALL_SPLIT, DataId, FixtureKey, FixtureRun, GateError, Side
-from evalpipe.sweeps.compare import CompareError, RunCases, cases_from_rows
+from evalpipe.stats.comparison import CompareError, RunCases, cases_from_rows
 
 FORMAT_KEY = "evalpipe_baseline"
 FORMAT = 1

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from evalpipe.gate.model import GateError
+from evalpipe.gate.model import GateError, looks_like_run_id
 
 EXPERIMENT = "evalpipe/baselines"
 TAG_PREFIX = "evalpipe.baseline."
@@ -38,8 +38,6 @@ class NamedBaseline:
 
 
 def check_name(name: str) -> str:
-    from evalpipe.gate.loading import looks_like_run_id
-
     if not NAME.fullmatch(name):
         raise GateError(
             f"baseline name {name!r}: use letters, digits, '_', '-' and '.' (at most 100, starting with a "

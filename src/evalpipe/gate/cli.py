@@ -64,7 +64,8 @@ def _opener(uri: str):
 
     def open_store() -> Any:
         if not opened:
-            from evalpipe.sweeps.compare import CompareError, open_tracker
+            from evalpipe.compare.runs import open_tracker
+            from evalpipe.stats.comparison import CompareError
 
             try:
                 opened.append(open_tracker(uri))
@@ -164,7 +165,8 @@ def _log_target(args: argparse.Namespace, candidate: Any, open_store) -> tuple[A
         tracker = open_store()
         return tracker, candidate.experiment_id
     if candidate.origin == "saved run" and (candidate.tracking_uri or args.tracking_uri):
-        from evalpipe.sweeps.compare import CompareError, open_tracker
+        from evalpipe.compare.runs import open_tracker
+        from evalpipe.stats.comparison import CompareError
 
         try:
             tracker = open_tracker(args.tracking_uri or candidate.tracking_uri)

@@ -9,24 +9,17 @@ half a run says nothing.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evalpipe.gate.model import DataId, FixtureKey, FixtureRun, GateError, Side, split_of
-from evalpipe.sweeps.compare import CompareError, cases_from_rows, load_cases
+from evalpipe.compare.runs import load_cases
+from evalpipe.gate.model import DataId, FixtureKey, FixtureRun, GateError, Side, looks_like_run_id, split_of
+from evalpipe.stats.comparison import CompareError, cases_from_rows
 
 PARENT_TAG = "mlflow.parentRunId"
 #: Child runs that are not measurements (a comparison or a gate logged under a run).
 NOT_MEASUREMENTS = ("compare", "gate")
-RUN_ID = re.compile(r"[0-9a-f]{6,32}")
-
-
-def looks_like_run_id(text: str) -> bool:
-    return bool(RUN_ID.fullmatch(text))
-
-
 # --- tracking store ------------------------------------------------------------------------------
 
 
@@ -87,10 +80,10 @@ def child_runs(client: Any, run_id: str) -> list[Any]:
 
 def get_run(client: Any, run_ref: str) -> Any:
     """A run by ID or unique prefix (6+ hex digits), as `evalpipe compare` accepts them."""
-    from evalpipe.sweeps.compare import _get_run
+    from evalpipe.compare.runs import get_run as compare_get_run
 
     try:
-        return _get_run(client, run_ref)
+        return compare_get_run(client, run_ref)
     except CompareError as exc:
         raise GateError(str(exc)) from None
 

@@ -8,12 +8,13 @@ have been measured on the same data (`DataId`) before its figures mean anything 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalpipe.safety.errors import EvalpipeError
-from evalpipe.sweeps.compare import RunCases
+from evalpipe.stats.comparison import RunCases
 
 #: The split of a run that records none (the whole fixture).
 ALL_SPLIT = "all"
@@ -22,6 +23,14 @@ SPLIT_KEY = "evalpipe.split"
 
 class GateError(EvalpipeError):
     """The gate cannot compare (bad input, missing run, different data): exit 2."""
+
+
+#: A run ID or a prefix of one (6+ hex digits): what a baseline name must not look like.
+RUN_ID = re.compile(r"[0-9a-f]{6,32}")
+
+
+def looks_like_run_id(text: str) -> bool:
+    return bool(RUN_ID.fullmatch(text))
 
 
 @dataclass(frozen=True, order=True)

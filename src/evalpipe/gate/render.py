@@ -105,7 +105,7 @@ def data_lines(result: GateResult) -> list[str]:
 
 
 def _case_table(fixture: FixtureGate, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
-    from evalpipe.sweeps.case_diff import case_rows
+    from evalpipe.reporting.case_diff_view import case_rows
 
     head, body = case_rows(fixture.diff)
     head = ["candidate" if h == "run" else "candidate top" if h == "run top" else h for h in head]
@@ -126,8 +126,8 @@ SUMMARY_CASES = 200
 
 def markdown(result: GateResult, case_limit: int | None = None) -> str:
     """The report as Markdown; `case_limit` lists at most that many lost/won cases per fixture."""
+    from evalpipe.reporting.case_diff_view import tier_rows
     from evalpipe.reporting.report import markdown_table
-    from evalpipe.sweeps.case_diff import tier_rows
 
     lines = [f"## evalpipe gate: {headline(result)}", ""]
     lines.append(f"Candidate **{_md(result.candidate.label)}** vs baseline **{_md(result.baseline.label)}**")
@@ -201,7 +201,7 @@ def print_result(console: Any, result: GateResult, limit: int = PRINT_LIMIT) -> 
     from rich.markup import escape
     from rich.table import Table
 
-    from evalpipe.sweeps.case_diff import tier_rows
+    from evalpipe.reporting.case_diff_view import tier_rows
 
     style = "bold red" if not result.passed else "bold green"
     console.print(f"[{style}]evalpipe gate: {escape(headline(result))}[/]", highlight=False)
@@ -249,15 +249,15 @@ def print_result(console: Any, result: GateResult, limit: int = PRINT_LIMIT) -> 
 
 def case_lines(fixture: FixtureGate) -> list[str]:
     """One plain line per lost then won case (no table: a CI log must not fold case IDs)."""
-    from evalpipe.sweeps.case_diff import _value
+    from evalpipe.reporting.case_diff_view import value_text
 
     diff = fixture.diff
     out = []
     for change in sorted(diff.lost, key=lambda c: c.tier) + sorted(diff.won, key=lambda c: c.tier):
         out.append(
             f"{'won ' if change.won else 'lost'} [{change.tier}] {change.case_id}: {change.query!r} · "
-            f"baseline {_value(diff.metric, change.baseline_value)} -> candidate "
-            f"{_value(diff.metric, change.run_value)} · expected {', '.join(change.expected) or '-'} · "
+            f"baseline {value_text(diff.metric, change.baseline_value)} -> candidate "
+            f"{value_text(diff.metric, change.run_value)} · expected {', '.join(change.expected) or '-'} · "
             f"candidate top {', '.join(change.run_top) or '(nothing)'}"
         )
     return out

@@ -1,7 +1,7 @@
 """The gate's verdict: per fixture, metric and tier (and overall), is the candidate worse?
 
 Each row pairs the two runs case by case (the cases both scored), and reports both means,
-the difference with its paired bootstrap CI (`sweeps.stats`), the paired randomization p-value,
+the difference with its paired bootstrap CI (`evalpipe.stats.resampling`), the paired randomization p-value,
 and a verdict:
 
 * `regression`: the drop is larger than the allowed drop AND p < alpha: fails the gate;
@@ -57,7 +57,7 @@ class FixtureGate:
     baseline: FixtureRun
     candidate: FixtureRun
     rows: Sequence[Row]
-    #: the cases won and lost on the first gated metric (a `sweeps.case_diff.CaseDiff`)
+    #: the cases won and lost on the first gated metric (a `stats.case_diff.CaseDiff`)
     diff: Any
     data_differences: Sequence[str] = ()
     cases: int = 0
@@ -131,7 +131,7 @@ def gated_metrics(rules: GateRules, base: FixtureRun, cand: FixtureRun) -> list[
         objective = base.cases.objective
         metrics = [m for m in dict.fromkeys([objective, "mrr"]) if m and m in base.cases.values]
         if not metrics:
-            from evalpipe.sweeps.compare import default_metrics
+            from evalpipe.stats.comparison import default_metrics
 
             metrics = default_metrics([base.cases])[:2]
     if not metrics:
@@ -159,7 +159,7 @@ def _tiers(base: FixtureRun, rules: GateRules) -> list[str]:
 def gate_row(
     key: FixtureKey, metric: str, tier: str, base: np.ndarray, cand: np.ndarray, rules: GateRules
 ) -> Row:
-    from evalpipe.sweeps.stats import paired_bootstrap_ci_diff, paired_randomization_test
+    from evalpipe.stats.resampling import paired_bootstrap_ci_diff, paired_randomization_test
 
     confidence = 1.0 - rules.alpha
     try:
@@ -179,7 +179,7 @@ def gate_row(
 def gate_fixture(
     base: FixtureRun, cand: FixtureRun, rules: GateRules, warnings: list[str], data_diffs: Sequence[str] = ()
 ) -> FixtureGate:
-    from evalpipe.sweeps.case_diff import case_diff
+    from evalpipe.stats.case_diff import case_diff
 
     metrics = gated_metrics(rules, base, cand)
     tiers = _tiers(base, rules)

@@ -11,8 +11,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from evalpipe.core.files import require_file, text_lines
 from evalpipe.corpus import Corpus, CorpusError, file_sha256, load_jsonl_corpus
-from evalpipe.inputs.files import require_file, text_lines
 from evalpipe.inputs.fixture import Case, Fixture, check_tier
 from evalpipe.inputs.trec import TrecFormatError, read_trec_qrels
 from evalpipe.paths import resolve_path

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
+from evalpipe.core.files import require_file
 from evalpipe.corpus import Corpus, file_sha256, load_jsonl_corpus
-from evalpipe.inputs.files import require_file
 from evalpipe.inputs.missing_ids import missing_ids_message
 from evalpipe.inputs.strict_yaml import load_file
 from evalpipe.paths import resolve_path

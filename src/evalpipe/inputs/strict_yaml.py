@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from evalpipe.inputs.files import read_text
+from evalpipe.core.files import read_text
 from evalpipe.safety.errors import EvalpipeError
 
 MERGE_TAG = "tag:yaml.org,2002:merge"

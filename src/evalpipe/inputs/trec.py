@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from evalpipe.inputs.files import require_file, text_lines
-from evalpipe.rankers.base import Hit
+from evalpipe.core import Hit
+from evalpipe.core.files import require_file, text_lines
 from evalpipe.safety.errors import EvalpipeError
 
 Run = dict[str, list[tuple[str, float | None]]]

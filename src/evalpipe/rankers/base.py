@@ -15,24 +15,12 @@ import functools
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from evalpipe.core.hit import Hit
 from evalpipe.corpus import Corpus
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One ranked result. `score` is None when a ranker only returns an order.
-
-    Slotted: a 100k-case run holds millions of hits, and without a per-hit `__dict__`
-    they take half the memory and scoring reads their IDs about twice as fast.
-    """
-
-    id: str
-    score: float | None = None
 
 
 @runtime_checkable

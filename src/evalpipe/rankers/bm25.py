@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from evalpipe.bm25s_loader import import_bm25s
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers import token_cache
 from evalpipe.rankers.base import BUILD_MEMOS, BatchScoring, CorpusRanker
 from evalpipe.rankers.module_prior import ModulePrior

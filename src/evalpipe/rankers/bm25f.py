@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.corpus.qualify import unit_qualified_name
 from evalpipe.rankers.base import CorpusRanker
 from evalpipe.rankers.module_prior import ModulePrior

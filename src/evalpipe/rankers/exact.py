@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.corpus.qualify import name_parts, unit_qualified_name
 from evalpipe.rankers.base import CorpusRanker
 from evalpipe.rankers.test_prior import TestPrior, check_mode, is_test_path

@@ -33,8 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.corpus import RELATION_KINDS, Corpus
-from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, top_k
+from evalpipe.core import Hit
+from evalpipe.core.unit import RELATION_KINDS
+from evalpipe.corpus import Corpus
+from evalpipe.rankers.base import CorpusRanker, Ranker, top_k
 from evalpipe.rankers.exact import FULL_SCORE, ExactSymbolRanker
 from evalpipe.rankers.graph_structure import EDGE_KINDS, StructureIndex
 from evalpipe.rankers.relation_intent import RelationIntent, detect_relation

@@ -28,7 +28,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers.set_questions import SetQuestion
 
 #: Role -> the relation kind name the corpus builder stores on units (forward direction).

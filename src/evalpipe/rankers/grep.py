@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import CorpusRanker
 from evalpipe.rankers.test_prior import TestPrior, check_mode
 from evalpipe.tokenize import resolve_stopwords

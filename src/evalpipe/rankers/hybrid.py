@@ -38,7 +38,8 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, _key_part
+from evalpipe.core import Hit
+from evalpipe.rankers.base import CorpusRanker, Ranker, _key_part
 from evalpipe.rankers.rrf import RRFRanker, rrf_fuse
 
 METHODS = ("linear", "rrf", "rank")

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evalpipe.rankers.base import Hit
+from evalpipe.core import Hit
 
 _WORD = re.compile(r"\w+")
 

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from evalpipe.core import Hit
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, RankerUnavailable
+from evalpipe.rankers.base import CorpusRanker, Ranker, RankerUnavailable
 from evalpipe.rankers.module_prior import ModulePrior
 from evalpipe.rankers.module_prior import check_mode as module_prior_mode
 from evalpipe.rankers.test_prior import TestPrior, check_mode, demote_rows

@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from evalpipe.core import Hit
+from evalpipe.core.files import require_file, text_lines
 from evalpipe.corpus import Corpus
-from evalpipe.inputs.files import require_file, text_lines
 from evalpipe.inputs.trec import read_jsonl_queries, read_jsonl_run, read_trec_run
-from evalpipe.rankers.base import Hit
 from evalpipe.safety.errors import EvalpipeError
 
 

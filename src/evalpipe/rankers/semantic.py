@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.corpus import Corpus, Unit
+from evalpipe.core import Unit
+from evalpipe.corpus import Corpus
 from evalpipe.embed_cache import model_fingerprint
 from evalpipe.rankers.base import BatchScoring, CorpusRanker, RankerUnavailable
 from evalpipe.rankers.embed_store import DEFAULT_MAX_BYTES, MAX_PACKS_PER_CORPUS, UnitStore, text_digest

@@ -17,7 +17,7 @@ ranker's scores as they are.
 
 **Which units are tests.** A unit's `is_test` field when the corpus records it (true or
 false; the corpus builder does), else its path: the builder's per-language rules
-(`evalpipe.corpus.testpaths`) for Go, Python, TypeScript and JavaScript, and
+(`evalpipe.core.testpaths`) for Go, Python, TypeScript and JavaScript, and
 `test_prior.is_test_path` (a superset, also Ruby, Java, C#) for other languages.
 
 **When a query asks for tests** the prior is lifted for it: the query has a test word
@@ -32,8 +32,9 @@ import re
 
 import numpy as np
 
-from evalpipe.corpus import Corpus, Unit
-from evalpipe.corpus.testpaths import is_test_path as builder_is_test_path
+from evalpipe.core import Unit
+from evalpipe.core.testpaths import is_test_path as builder_is_test_path
+from evalpipe.corpus import Corpus
 from evalpipe.tokenize import TOKEN_PATTERN, identifier_key, identifier_pieces
 
 #: `test_prior` values: `last` ranks tests after non-tests; `off` disables the prior.
@@ -99,7 +100,7 @@ _BUILDER_FILE = re.compile(r"\.(go|py|[cm]?[jt]sx?)$")
 def is_test_unit(unit: Unit) -> bool:
     """The unit's own `is_test` when recorded (the corpus builder records it), else its path
     (or the path part of its ID): by the builder's per-language rules
-    (`evalpipe.corpus.testpaths`) for Go, Python, TypeScript and JavaScript, by
+    (`evalpipe.core.testpaths`) for Go, Python, TypeScript and JavaScript, by
     `is_test_path` for any other language."""
     flag = getattr(unit, "is_test", None)
     if flag is None:

@@ -102,7 +102,7 @@ def describe(
     ranker: str, tokenizer: Any, fields: Sequence[str], split_compounds: bool, corpus_sha256: str
 ) -> dict[str, Any]:
     """What the term ids depend on, readable (kept in the entry's JSON, hashed into its key)."""
-    from evalpipe.reporting.tracking import code_fingerprint
+    from evalpipe.core.fingerprint import code_fingerprint
 
     return {
         "ranker": ranker,

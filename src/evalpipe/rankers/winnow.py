@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from evalpipe.core import Hit
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.base import CorpusRanker, Hit, Ranker, top_k
+from evalpipe.rankers.base import CorpusRanker, Ranker, top_k
 from evalpipe.rankers.test_prior import TestPrior, check_mode
 
 FAN_IN_RELATIONS = ("calls", "imports", "inherits")

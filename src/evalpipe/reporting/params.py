@@ -80,18 +80,27 @@ def _flatten(node: Mapping[str, Any], prefix: str, out: dict[str, str], ranker: 
         elif value is None and ranker and (meaning := _null_means(target, str(key))) is not None:
             out[name] = meaning
         elif value == AUTO and ranker and str(target) == SEMANTIC and str(key) == "quantize":
-            # what `auto` is on this machine (bf16 only with native bf16): the precision measured
-            engine, device = str(node.get("engine", "torch")), str(node.get("device", "cpu"))
-            resolved = resolve_quantize(AUTO, engine, device)
-            out[name] = f"{resolved or 'fp32'} (auto)"
+            out[name] = _auto_quantize(node)  # the precision measured, not the word "auto"
         else:
             out[name] = _value(value)
 
 
+def _auto_quantize(node: Mapping[str, Any]) -> str:
+    """What a semantic ranker's `quantize: auto` is on this machine, as logged: "bf16 (auto)"
+    only on a CPU with native bf16 (`evalpipe.rankers.precision`), else "fp32 (auto)"."""
+    engine, device = str(node.get("engine", "torch")), str(node.get("device", "cpu"))
+    return f"{resolve_quantize(AUTO, engine, device) or 'fp32'} (auto)"
+
+
 def without_execution_keys(node: Any) -> Any:
-    """A ranker config without `EXECUTION_KEYS` at any depth (what the config hash identifies)."""
+    """A ranker config without `EXECUTION_KEYS` at any depth (what the config hash identifies);
+    a semantic ranker's `quantize: auto` as what it is here, so a bf16 run on one machine is
+    never reused for an fp32 one on another sharing the store."""
     if isinstance(node, Mapping):
-        return {k: without_execution_keys(v) for k, v in node.items() if str(k) not in EXECUTION_KEYS}
+        out = {k: without_execution_keys(v) for k, v in node.items() if str(k) not in EXECUTION_KEYS}
+        if str(node.get("_target_")) == SEMANTIC and node.get("quantize") == AUTO:
+            out["quantize"] = _auto_quantize(node)
+        return out
     return node
 
 

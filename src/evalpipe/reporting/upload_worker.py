@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evalpipe.reporting.worker_errors import WorkerError, WorkerGone
+
 #: EVALPIPE_UPLOAD_WORKER=0 runs the upload in the run's own process (as before the worker).
 ENV = "EVALPIPE_UPLOAD_WORKER"
 #: Command-line words after which no single run with a store follows (nothing to upload).
@@ -52,18 +54,6 @@ SUBCOMMANDS = frozenset({"compare", "check-fixture", "merge-judgements", "sync",
 _OFFLINE = ("tracking.offline=true", "tracking.offline=True", "+tracking.offline=true")
 
 _early: UploadWorker | None = None
-
-
-class WorkerGone(Exception):
-    """The worker process ended or its pipe broke: the caller falls back to the in-process path."""
-
-
-class WorkerError(Exception):
-    """A request failed in the worker; `bad` when it is the store's fault (EvalpipeError)."""
-
-    def __init__(self, message: str, bad: bool = False) -> None:
-        super().__init__(message)
-        self.bad = bad
 
 
 def wanted(argv: Sequence[str]) -> bool:

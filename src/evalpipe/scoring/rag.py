@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from evalpipe.corpus.model import Unit
+from evalpipe.core import Unit
 
 Answerability = Literal["answerable", "unanswerable"]
 ANSWERABILITY: tuple[str, ...] = ("answerable", "unanswerable")

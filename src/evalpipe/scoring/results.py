@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from evalpipe.rankers.base import Hit
+from evalpipe.core import Hit
 
 _HIT_ID = attrgetter("id")
 

@@ -151,7 +151,7 @@ class MLflowSweepCallback(Callback):
         if config.tracking.get("offline"):  # jobs save locally; `evalpipe sync <sweep dir>` uploads them
             print("[evalpipe] offline sweep: no parent run; each job saves its run locally", file=sys.stderr)
             return
-        from evalpipe.app import experiment_name
+        from evalpipe.evaluation.identity import experiment_name
         from evalpipe.reporting import tracking
         from evalpipe.reporting.links import prepare_experiment
         from evalpipe.sweeps.job import sweep_id_for
@@ -489,7 +489,7 @@ class MLflowSweepCallback(Callback):
                 self._sweep_id,
                 name,
                 note=ABORT_NOTE if aborted else "",
-                holdout=held,
+                holdout_lines=holdout.markdown(held) if held is not None else (),
             ),
             "summary.csv": summary_csv(rows, self._keys, holdout=held),
         }

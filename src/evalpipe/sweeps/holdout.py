@@ -195,8 +195,9 @@ def saved_run(out_dir: Path) -> tuple[str, str]:
 
 def per_case(client: Any, run_id: str, objective: str) -> dict[str, float] | None:
     """{case ID: objective value} from the run's cases.json; None when the run has none (a suite)."""
+    from evalpipe.compare.runs import load_cases
     from evalpipe.scoring.names import metric_name
-    from evalpipe.sweeps.compare import CompareError, load_cases
+    from evalpipe.stats.comparison import CompareError
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in the summary
     try:
@@ -266,7 +267,7 @@ def compare(
     client: Any, objective: str, best_row: Any, best_dev: float | None, best: HoldoutRun, default: HoldoutRun
 ) -> Holdout:
     """The figures of the hold-out check from the three runs (best on dev, best and default on test)."""
-    from evalpipe.sweeps import stats
+    from evalpipe.stats import resampling as stats
 
     notes = [f"{r.which} point on test: {r.error}" for r in (best, default) if r.error]
     best_test = objective_of(best.metrics, objective) if not best.error else None

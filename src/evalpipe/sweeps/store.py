@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from evalpipe.core.fingerprint import code_fingerprint
+
 #: The parent's store, while an in-process sweep's jobs run (set by the sweep callback).
 _point_store: WorkerStore | None = None
 MARKER = "reused_run.json"
@@ -281,7 +283,7 @@ class WorkerStore:
         return self.worker.send("sweep", method=method, args=args)
 
     def _reply(self, number: int) -> dict[str, Any]:
-        from evalpipe.reporting.upload_worker import WorkerError
+        from evalpipe.reporting.worker_errors import WorkerError
         from evalpipe.safety.errors import EvalpipeError
 
         try:
@@ -293,7 +295,7 @@ class WorkerStore:
 
     def _call(self, method: str, **args: Any) -> dict[str, Any] | None:
         """The worker's reply, or None when the worker is gone (the caller then calls `local()`)."""
-        from evalpipe.reporting.upload_worker import WorkerGone
+        from evalpipe.reporting.worker_errors import WorkerGone
 
         if self._local is not None:
             return None
@@ -332,7 +334,7 @@ class WorkerStore:
         self, run_id: str, experiment_id: str, job_tags: Mapping[str, str], run_name: str, marker: Path | None
     ) -> None:
         """Ask for the point's reuse child; its ID goes into `marker` when the reply comes."""
-        from evalpipe.reporting.upload_worker import WorkerGone
+        from evalpipe.reporting.worker_errors import WorkerGone
 
         args = {
             "run_id": run_id,
@@ -362,7 +364,7 @@ class WorkerStore:
 
     def flush(self, wait: bool = True) -> None:
         """Write the child IDs of the reuse records answered so far (all of them with `wait`)."""
-        from evalpipe.reporting.upload_worker import WorkerGone
+        from evalpipe.reporting.worker_errors import WorkerGone
 
         while self._records:
             record = self._records[0]
@@ -445,7 +447,7 @@ class Pending:
     def wait(self) -> Opened:
         """The experiment and parent run; EvalpipeError if the store could not be opened (a bad
         store: exit 2 as before), and opened here if the worker is gone."""
-        from evalpipe.reporting.upload_worker import WorkerGone
+        from evalpipe.reporting.worker_errors import WorkerGone
 
         experiment, run_name, tags, params, ks, objective = self._args
         store = self.store
@@ -488,7 +490,6 @@ def serves(cfg: Any) -> bool:
 def reuse_point(state: Any) -> float | None:
     """A point the sweep already measured: its objective, with the reuse child asked for and the
     marker left for the summary (as `sweeps.reuse.reuse_point`); None: it must be measured."""
-    from evalpipe.reporting import tracking
     from evalpipe.reporting.run_end import point_line
     from evalpipe.scoring.names import lookup
 
@@ -500,7 +501,7 @@ def reuse_point(state: Any) -> float | None:
         ks=list(state.ks),
         objective=state.objective,
         config_hash=state.chash,
-        fingerprint=tracking.code_fingerprint(),
+        fingerprint=code_fingerprint(),
         fixture_sha=state.fixture.sha256,
     )
     if done is None:

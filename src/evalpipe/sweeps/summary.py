@@ -269,10 +269,11 @@ def summary_markdown(
     sweep_id: str = "",
     title: str = "",
     note: str = "",
-    holdout: Any = None,
+    holdout_lines: Sequence[str] = (),
 ) -> str:
-    """The sweep's Markdown summary: the hold-out check (dev-split sweeps), every point, the best
-    point per metric."""
+    """The sweep's Markdown summary: the hold-out check (dev-split sweeps, `holdout.markdown`'s
+    lines, rendered by the caller so this module never imports `holdout`, which imports it), every
+    point, the best point per metric."""
     failed = sum(r.status == "FAILED" for r in rows)
     reused = sum(r.status == REUSED for r in rows)
     out = [f"# evalpipe sweep summary{': ' + title if title else ''}", ""]
@@ -282,10 +283,7 @@ def summary_markdown(
     out += ["_" + " · ".join(meta) + "_", ""]
     if note:
         out += [f"**{note}**", ""]
-    if holdout is not None:
-        from evalpipe.sweeps.holdout import markdown as holdout_markdown
-
-        out += holdout_markdown(holdout)
+    out += list(holdout_lines)
     out += ["## Points", ""] + markdown_table(*points_table(rows, keys)) + [""]
     best = best_points(rows, best_metric_names(rows, objective))
     if best:

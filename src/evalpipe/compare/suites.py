@@ -2,7 +2,7 @@
 
 A suite run has no cases of its own: its fixtures' runs (children, role suite_member) do. So
 suites are compared on each fixture they share, with the same paired statistics as any two
-runs (`evalpipe.sweeps.compare.compare_runs` over that fixture's cases), each fixture's
+runs (`evalpipe.stats.comparison.compare_runs` over that fixture's cases), each fixture's
 table labelled with the suite runs' names.
 """
 
@@ -12,6 +12,9 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from evalpipe.compare.render import markdown, print_table
+from evalpipe.compare.runs import load_cases, pick_baseline
+from evalpipe.stats.comparison import CompareError, compare_runs
 from evalpipe.suite.members import MEMBER_ROLE, SUITE_FIXTURE_TAG, SUITE_TAG
 
 
@@ -36,15 +39,6 @@ def compare_suites(
     client: Any, suites: list[Any], args: Any, console: Any, err: Any, notes: list[str]
 ) -> int:
     """Print (and with --markdown write) one comparison per shared fixture; exit status as compare's."""
-    from evalpipe.sweeps.compare import (
-        CompareError,
-        compare_runs,
-        load_cases,
-        markdown,
-        pick_baseline,
-        print_table,
-    )
-
     members = {s.info.run_id: members_of(client, s) for s in suites}
     order = list(members[suites[0].info.run_id])
     shared = [f for f in order if all(f in m for m in members.values())]

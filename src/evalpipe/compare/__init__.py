@@ -1,0 +1,1 @@
+"""The `evalpipe compare` command: are the differences between runs real? (`compare.cli`)"""
