@@ -20,9 +20,11 @@ see half of one. Why packs and not one file per unit: writing 15k small files co
 
 Pack format (little-endian): the 8-byte magic ``EPUNIT01``, uint32 rows ``n``, uint32
 dimension ``d``; then ``n`` 32-byte sha256 digests of the texts; ``n`` uint32 CRC-32s, each
-over its digest and its vector's bytes; then the ``n x d`` float32 vectors. A pack of the
-wrong size or with a bad header is skipped whole; a row whose CRC does not match or whose
-vector is not finite is a miss (re-embedded and written to a new pack).
+over its digest and its vector's bytes; the ``n x d`` float32 vectors; and a CRC-32 of all of
+the above. A pack of the wrong size or with a bad header is skipped whole; when the pack's CRC
+matches, its rows are served as they are (one check per pack: a warm 15k-unit run costs about
+what loading one whole matrix did); otherwise each row is checked, and a row whose CRC does not
+match is a miss (re-embedded and written to a new pack). A vector that is not finite is a miss.
 
 Bounded: after a run writes a pack, if all packs under `units-v1/` together exceed
 `max_bytes`, whole packs are deleted least recently used first (by mtime, which a run
@@ -84,6 +86,7 @@ class Pack:
     digests: list[bytes]
     crcs: np.ndarray
     vectors: np.ndarray
+    intact: bool  # the whole-pack CRC matches: no row needs checking
 
     @classmethod
     def read(cls, path: Path) -> Pack | None:
@@ -95,8 +98,10 @@ class Pack:
         if len(data) < _HEADER.size:
             return None
         magic, n, d = _HEADER.unpack_from(data)
-        if magic != MAGIC or d == 0 or len(data) != _HEADER.size + n * (DIGEST_BYTES + 4 + 4 * d):
+        body = _HEADER.size + n * (DIGEST_BYTES + 4 + 4 * d)
+        if magic != MAGIC or d == 0 or len(data) != body + 4:
             return None
+        intact = zlib.crc32(memoryview(data)[:body]) == struct.unpack_from("<I", data, body)[0]
         off = _HEADER.size
         keys = data[off : off + n * DIGEST_BYTES]
         off += n * DIGEST_BYTES
@@ -104,14 +109,22 @@ class Pack:
         off += 4 * n
         vectors = np.frombuffer(data, dtype="<f4", count=n * d, offset=off).reshape(n, d)
         digests = [keys[i : i + DIGEST_BYTES] for i in range(0, len(keys), DIGEST_BYTES)]
-        return cls(path, digests, crcs, vectors)
+        return cls(path, digests, crcs, vectors, intact)
 
-    def row(self, i: int) -> np.ndarray | None:
-        """Row `i` if its CRC matches and it is finite (a damaged row is a miss)."""
-        vector = self.vectors[i]
-        if _row_crc(self.digests[i], vector) != int(self.crcs[i]) or not np.isfinite(vector).all():
-            return None
-        return vector
+    def rows(self, wanted: Iterable[bytes]) -> tuple[dict[bytes, np.ndarray], int]:
+        """The wanted digests' vectors found here, and how many found rows were damaged: when
+        the pack is intact only non-finite vectors are refused, else every row's CRC is checked."""
+        index = dict(zip(self.digests, range(len(self.digests)), strict=True))
+        hits = [(d, i) for d in wanted if (i := index.get(d)) is not None]
+        finite = np.isfinite(self.vectors).all(axis=1)
+        out, damaged = {}, 0
+        for digest, i in hits:
+            vector = self.vectors[i]
+            if not finite[i] or (not self.intact and _row_crc(digest, vector) != int(self.crcs[i])):
+                damaged += 1
+                continue
+            out[digest] = vector
+        return out, damaged
 
 
 def pack_bytes(digests: Sequence[bytes], vectors: np.ndarray) -> bytes:
@@ -123,7 +136,8 @@ def pack_bytes(digests: Sequence[bytes], vectors: np.ndarray) -> bytes:
         raise ValueError("embedding store: digests must be 32-byte sha256 values")
     crcs = np.array([_row_crc(k, v) for k, v in zip(digests, vectors, strict=True)], dtype="<u4")
     n, d = vectors.shape
-    return b"".join((_HEADER.pack(MAGIC, n, d), *digests, crcs.tobytes(), vectors.tobytes()))
+    blob = b"".join((_HEADER.pack(MAGIC, n, d), *digests, crcs.tobytes(), vectors.tobytes()))
+    return blob + struct.pack("<I", zlib.crc32(blob))
 
 
 @dataclass
@@ -166,16 +180,10 @@ class UnitStore:
             if pack is None:
                 out.damaged_packs += path.exists()
                 continue
-            hit = False
-            for i, digest in enumerate(pack.digests):
-                if digest in want and digest not in out.found:
-                    vector = pack.row(i)
-                    if vector is None:
-                        out.damaged_rows += 1
-                        continue
-                    out.found[digest] = vector
-                    hit = True
-            if hit:
+            rows, damaged = pack.rows(d for d in want if d not in out.found)
+            out.damaged_rows += damaged
+            if rows:
+                out.found.update(rows)
                 out.used.add(path)
         for path in out.used:
             with contextlib.suppress(OSError):  # read-only or evicted meanwhile: only the LRU order suffers
