@@ -195,6 +195,40 @@ def test_progress_bar_with_rate_and_eta_for_a_large_corpus(model, monkeypatch):
     assert "units/s" in shown and "ETA" in shown
 
 
+def test_a_large_corpus_says_up_front_what_comes_from_the_cache(model, monkeypatch, tmp_path):
+    out = _capture_progress(monkeypatch)
+    n = semantic_mod.PROGRESS_MIN_UNITS + 64
+    units = [Unit(f"u{i}", "doc", text=f"unit number {i} about topic {i % 7}") for i in range(n)]
+    first = SemanticRanker(cache_dir=str(tmp_path), batch_size=64)
+    first.prepare(Corpus(units, name="large"))
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    assert f"semantic ranker: {n} units: 0 from the embedding cache, {n} texts to embed" in shown
+    out.truncate(0)
+    out.seek(0)
+    edited = [
+        Unit(u.id, "doc", text=u.text + (" edited" if i % 32 == 0 else "")) for i, u in enumerate(units)
+    ]
+    calls = []
+    real = semantic_mod.SemanticRanker._encode_batch
+    monkeypatch.setattr(
+        semantic_mod.SemanticRanker,
+        "_encode_batch",
+        lambda self, texts: calls.append(texts) or real(self, texts),
+    )
+    base_mod.clear_built_cache()
+    again = SemanticRanker(cache_dir=str(tmp_path), batch_size=64)
+    again.prepare(Corpus(edited, name="large-edited"))
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    changed = len(range(0, n, 32))
+    assert f"{n} units: {n - changed} from the embedding cache, {changed} texts to embed" in shown
+    # only the edited units went to the model, and the others' vectors are the first run's
+    assert sorted(t for batch in calls for t in batch) == sorted(
+        u.text for u in edited if u.text.endswith("edited")
+    )
+    same = [i for i in range(n) if i % 32]
+    assert np.array_equal(again._embeddings[same], first._embeddings[same])
+
+
 def test_no_progress_bar_for_a_tiny_corpus(model, monkeypatch):
     out = _capture_progress(monkeypatch)
     units = [Unit(f"u{i}", "doc", text=f"unit {i}") for i in range(5)]
