@@ -107,6 +107,21 @@ def test_a_damaged_pack_is_a_miss(tmp_path, damage):
         assert Pack.read(path) is None
 
 
+def test_a_pack_without_its_pack_crc_is_checked_row_by_row(tmp_path):
+    store = UnitStore(tmp_path, SETTINGS)
+    digests = [text_digest(t) for t in _texts(6)]
+    vectors = _vectors(6)
+    path = store.add(digests, vectors)
+    data = bytearray(path.read_bytes()[:-4])  # the last 4 bytes are the CRC of the whole pack
+    data[-1] ^= 0x01  # a bit of the last row's vector
+    path.write_bytes(bytes(data))
+    pack = Pack.read(path)
+    assert pack is not None and not pack.intact
+    found = store.lookup(digests).found
+    assert set(found) == set(digests[:5])
+    np.testing.assert_array_equal(found[digests[0]], vectors[0])
+
+
 def test_pack_rejects_mismatched_input():
     with pytest.raises(ValueError, match="digests"):
         embed_store.pack_bytes([b"x" * 32], _vectors(2))
