@@ -444,7 +444,7 @@ def section_imports(args: argparse.Namespace, tmp: Path) -> None:
             tops = top
             forbidden |= imported(proc.stderr) & set(IMPORT_FORBIDDEN)
         worker = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", "evalpipe.reporting.upload_worker"],
+            [sys.executable, "-X", "importtime", "-m", "evalpipe.tracking.upload_worker"],
             cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         worker_ms = import_profile(worker.stderr)[0] if worker.returncode == 0 else float("nan")
@@ -479,7 +479,7 @@ def section_dense(args: argparse.Namespace, tmp: Path) -> None:
     import numpy as np
 
     from evalpipe.rankers.base import RankerUnavailable
-    from evalpipe.rankers.semantic import SemanticRanker, render_unit
+    from evalpipe.rankers.dense.semantic import SemanticRanker, render_unit
 
     if not args.scifact.is_dir():
         print(f"\n(dense: {args.scifact} not found, skipped)")
@@ -694,8 +694,8 @@ def full_ndcg(scifact: Path, variants: list[str], max_seq_length: int = 256) -> 
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from evalpipe.batching import run_search
-    from evalpipe.runner import prepare_ranker
+    from evalpipe.evaluation.batching import run_search
+    from evalpipe.evaluation.runner import prepare_ranker
     from evalpipe.scoring.run import score_results
     from evalpipe.scoring.tokens import get_token_counter
 

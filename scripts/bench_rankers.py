@@ -22,7 +22,7 @@ from hydra.utils import instantiate
 
 from evalpipe.evaluation.in_process import score_config
 from evalpipe.paths import PROJECT_ROOT
-from evalpipe.rankers.hybrid import clear_hits_cache
+from evalpipe.rankers.fusion.hybrid import clear_hits_cache
 from evalpipe.reporting.report import ReportRow, markdown_report, markdown_table
 from evalpipe.scoring.tokens import get_token_counter
 

@@ -39,10 +39,10 @@ from hydra.utils import instantiate
 from omegaconf import open_dict
 
 from evalpipe.corpus import Corpus
+from evalpipe.evaluation.runner import prepare_ranker, run_cases
 from evalpipe.paths import PROJECT_ROOT
 from evalpipe.rankers import base as base_mod
-from evalpipe.rankers.semantic import SemanticRanker, render_unit
-from evalpipe.runner import prepare_ranker, run_cases
+from evalpipe.rankers.dense.semantic import SemanticRanker, render_unit
 from evalpipe.scoring.run import score_results
 from evalpipe.scoring.tokens import get_token_counter
 

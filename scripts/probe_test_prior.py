@@ -22,13 +22,13 @@ from pathlib import Path
 
 from evalpipe.corpus import load_jsonl_corpus
 from evalpipe.corpus.__main__ import main as build_corpus
-from evalpipe.rankers.bm25 import BM25Ranker
-from evalpipe.rankers.bm25f import BM25FRanker
-from evalpipe.rankers.exact import ExactSymbolRanker
-from evalpipe.rankers.graph import GraphRanker
-from evalpipe.rankers.grep import GrepRanker
-from evalpipe.rankers.test_prior import is_test_unit
-from evalpipe.rankers.winnow import WinnowRanker
+from evalpipe.rankers.lexical.bm25 import BM25Ranker
+from evalpipe.rankers.lexical.bm25f import BM25FRanker
+from evalpipe.rankers.lexical.exact import ExactSymbolRanker
+from evalpipe.rankers.lexical.grep import GrepRanker
+from evalpipe.rankers.lexical.winnow import WinnowRanker
+from evalpipe.rankers.priors.test_prior import is_test_unit
+from evalpipe.rankers.structure.graph import GraphRanker
 
 #: (tier, question, expected unit IDs), from the net/http documentation.
 PROBE: tuple[tuple[str, str, tuple[str, ...]], ...] = (

@@ -3,7 +3,7 @@ that changes nothing (imported via PYTHONPATH=tests, as a user's own retriever w
 
 from __future__ import annotations
 
-from evalpipe.rankers.bm25 import BM25Ranker
+from evalpipe.rankers.lexical.bm25 import BM25Ranker
 
 
 class PullRequestRetriever:

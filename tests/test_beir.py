@@ -91,9 +91,9 @@ def test_bm25_run_metrics_equal_trec_eval(name, tmp_path):
     import pytrec_eval
 
     from evalpipe.evaluation.files import trec_run_text
+    from evalpipe.evaluation.runner import prepare_ranker, run_cases
     from evalpipe.inputs.trec import read_trec_run
-    from evalpipe.rankers.bm25 import BM25Ranker
-    from evalpipe.runner import prepare_ranker, run_cases
+    from evalpipe.rankers.lexical.bm25 import BM25Ranker
     from evalpipe.scoring.run import score_results
 
     fx = load_beir(shared_dataset(name))

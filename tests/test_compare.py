@@ -116,13 +116,13 @@ def store(tmp_path_factory):
     Module-scoped: creating a SQLite store's schema takes seconds; tests only read it (and one adds
     a compare run, which selections ignore).
     """
-    from evalpipe.reporting import tracking
+    from evalpipe.tracking import mlflow_store
 
-    tracker = tracking.ensure_store(f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}")
-    exp = tracking.ensure_experiment(tracker, "evalpipe/tiny")
+    tracker = mlflow_store.ensure_store(f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}")
+    exp = mlflow_store.ensure_experiment(tracker, "evalpipe/tiny")
     ids = {}
     for name, value in (("base", 0.0), ("better", 1.0)):
-        with tracking.tracked_run(tracker, exp, name, {"evalpipe.ranker": name}) as run_id:
+        with mlflow_store.tracked_run(tracker, exp, name, {"evalpipe.ranker": name}) as run_id:
             table = {
                 "case_id": [f"c{i}" for i in range(12)],
                 "tier": ["exact"] * 12,
@@ -130,14 +130,14 @@ def store(tmp_path_factory):
                 "mrr": [value / 2] * 12,
                 "latency_us": [10] * 12,
             }
-            tracking.log_batch(tracker, run_id, params={"objective": "recall_at_5"})
-            tracking.log_table(tracker, run_id, table, "cases.json")
+            mlflow_store.log_batch(tracker, run_id, params={"objective": "recall_at_5"})
+            mlflow_store.log_table(tracker, run_id, table, "cases.json")
         ids[name] = run_id
-    with tracking.tracked_run(tracker, exp, "empty") as run_id:
+    with mlflow_store.tracked_run(tracker, exp, "empty") as run_id:
         ids["empty"] = run_id
-    other = tracking.ensure_experiment(tracker, "evalpipe/other")
-    with tracking.tracked_run(tracker, other, "elsewhere") as run_id:
-        tracking.log_table(
+    other = mlflow_store.ensure_experiment(tracker, "evalpipe/other")
+    with mlflow_store.tracked_run(tracker, other, "elsewhere") as run_id:
+        mlflow_store.log_table(
             tracker, run_id, {"case_id": ["zz"], "recall_at_5": [1.0], "mrr": [1.0]}, "cases.json"
         )
     ids["elsewhere"] = run_id

@@ -122,17 +122,17 @@ def test_a_reused_point_and_its_original_are_compared_once(swept, capsys):
 
 def _reuse_of(tracker, exp_id: str, target: str, name: str) -> str:
     """A run tagged as reusing `target`, as a sweep (or an older evalpipe) records one."""
-    from evalpipe.reporting import tracking
+    from evalpipe.tracking import mlflow_store
 
-    with tracking.tracked_run(tracker, exp_id, name, {"evalpipe.reused_run_id": target}) as run_id:
+    with mlflow_store.tracked_run(tracker, exp_id, name, {"evalpipe.reused_run_id": target}) as run_id:
         pass
     return run_id
 
 
 def test_a_chain_of_reuses_is_followed_to_the_measured_run(swept, capsys):
-    from evalpipe.reporting import tracking
+    from evalpipe.tracking import mlflow_store
 
-    tracker = tracking.ensure_store(swept["uri"])
+    tracker = mlflow_store.ensure_store(swept["uri"])
     hop1 = swept["reused"]['["title"]']  # -> measured [title]
     exp_id = hop1.info.experiment_id
     hop2 = _reuse_of(tracker, exp_id, hop1.info.run_id, "bm25 chained")
@@ -149,14 +149,14 @@ def test_a_chain_of_reuses_is_followed_to_the_measured_run(swept, capsys):
 
 
 def test_a_reused_run_whose_original_was_deleted_is_one_clear_error(swept, capsys):
-    from evalpipe.reporting import tracking
+    from evalpipe.tracking import mlflow_store
 
-    tracker = tracking.ensure_store(swept["uri"])
+    tracker = mlflow_store.ensure_store(swept["uri"])
     client = swept["client"]
     both = swept["measured"]['["title", "text"]']
     exp_id = both.info.experiment_id
-    with tracking.tracked_run(tracker, exp_id, "doomed") as doomed:
-        tracking.log_table(
+    with mlflow_store.tracked_run(tracker, exp_id, "doomed") as doomed:
+        mlflow_store.log_table(
             tracker, doomed, {"case_id": ["c1", "c2", "c3"], "recall_at_5": [1, 1, 1]}, "cases.json"
         )
     point = _reuse_of(tracker, exp_id, doomed, f"doomed (reused {doomed[:8]})")
@@ -228,8 +228,8 @@ def test_baseline_set_and_sync_print_the_run_page(swept, tmp_path):
 def test_the_runs_view_filter_lists_each_measured_configuration_once(swept):
     """The shared view's filter, run by the store itself: the measured points only (no reused
     copies, no sweep parents); the UI sends the same string (tests/test_ui_browser.py)."""
-    from evalpipe.reporting import links
     from evalpipe.sweeps.reuse import REUSED_TAG
+    from evalpipe.tracking import links
 
     assert links.REUSED_TAG == REUSED_TAG
     client = swept["client"]

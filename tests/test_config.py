@@ -23,7 +23,7 @@ def test_defaults(monkeypatch):
     cfg = composed()
     assert cfg.ks == [1, 5, 20]
     assert cfg.fixture.path == "fixtures/gold.yaml"
-    assert cfg.ranker._target_ == "evalpipe.rankers.bm25.BM25Ranker"
+    assert cfg.ranker._target_ == "evalpipe.rankers.lexical.bm25.BM25Ranker"
     assert cfg.tracking.uri == "sqlite:///mlruns/mlflow.db"
     assert cfg.objective == "recall_at_5"
 

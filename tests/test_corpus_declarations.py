@@ -20,7 +20,7 @@ from evalpipe.corpus.__main__ import main
 from evalpipe.corpus.build import build_corpus
 from evalpipe.corpus.python_src import build_python_units
 from evalpipe.corpus.treesitter_src import TreeSitterUnavailable, get_parser
-from evalpipe.rankers.graph import GraphRanker
+from evalpipe.rankers.structure.graph import GraphRanker
 
 
 def _grammars_missing() -> str:

@@ -190,7 +190,7 @@ def test_bad_input_exits_2_with_one_line(tiny, tracking_uri, args, needle):
 def test_cfg_job_prints_composed_config(tiny):
     proc = run_cli(tiny, "--cfg", "job")
     assert proc.returncode == 0, proc.stderr
-    assert "ks:" in proc.stdout and "_target_: evalpipe.rankers.bm25.BM25Ranker" in proc.stdout
+    assert "ks:" in proc.stdout and "_target_: evalpipe.rankers.lexical.bm25.BM25Ranker" in proc.stdout
 
 
 def test_help_lists_groups(tiny):

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalpipe.embed_cache import EmbeddingCache, model_fingerprint, texts_sha256
+from evalpipe.rankers.dense.embed_cache import EmbeddingCache, model_fingerprint, texts_sha256
 
 BASE = dict(
     corpus_sha256="c" * 64,

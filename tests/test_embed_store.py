@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from evalpipe.evaluation.identity import config_hash
-from evalpipe.rankers import embed_store, precision
-from evalpipe.rankers.embed_store import Pack, UnitStore, evict, settings_key, text_digest
-from evalpipe.rankers.semantic import SemanticRanker
+from evalpipe.rankers.dense import embed_store, precision
+from evalpipe.rankers.dense.embed_store import Pack, UnitStore, evict, settings_key, text_digest
+from evalpipe.rankers.dense.semantic import SemanticRanker
 from evalpipe.reporting.params import measurement_params
 
 SETTINGS = {"model": "m", "model_fingerprint": "f", "engine": "torch", "quantize": "fp32",
@@ -228,7 +228,11 @@ def test_null_is_fp32_and_explicit_values_are_kept_whatever_the_cpu(cpuinfo):
 
 
 def test_the_resolved_precision_is_the_logged_param(cpuinfo):
-    ranker = {"_target_": "evalpipe.rankers.semantic.SemanticRanker", "quantize": "auto", "engine": "torch"}
+    ranker = {
+        "_target_": "evalpipe.rankers.dense.semantic.SemanticRanker",
+        "quantize": "auto",
+        "engine": "torch",
+    }
     cpuinfo(CPUINFO_BF16)
     assert measurement_params({"ranker": ranker}, "semantic")["ranker.quantize"] == "bf16 (auto)"
     cpuinfo(CPUINFO_PLAIN)
@@ -239,7 +243,7 @@ def test_the_resolved_precision_is_the_logged_param(cpuinfo):
 
 
 def test_auto_is_resolved_in_the_reuse_identity(cpuinfo):
-    cfg = {"ranker": {"_target_": "evalpipe.rankers.semantic.SemanticRanker", "quantize": "auto"}}
+    cfg = {"ranker": {"_target_": "evalpipe.rankers.dense.semantic.SemanticRanker", "quantize": "auto"}}
     cpuinfo(CPUINFO_BF16)
     on_bf16 = config_hash(cfg, "fixture", "code")
     cpuinfo(CPUINFO_PLAIN)

@@ -21,7 +21,7 @@ from evalpipe.fixture_check.summary import difficulty_metrics
 from evalpipe.fixture_check.thresholds import apply_overrides, thresholds_for
 from evalpipe.fixture_check.words import content_words, longest_shared_run
 from evalpipe.inputs.fixture import load_fixture
-from evalpipe.rankers.bm25 import BM25Ranker
+from evalpipe.rankers.lexical.bm25 import BM25Ranker
 
 
 def unit(uid: str, title: str, text: str, name: str | None = None, **extra) -> dict:
@@ -720,7 +720,7 @@ def test_checker_bm25_is_pinned_with_every_parameter():
     import inspect
 
     from evalpipe.fixture_check.ranker import CHECKER_BM25, checker_bm25
-    from evalpipe.rankers.bm25 import BM25Ranker
+    from evalpipe.rankers.lexical.bm25 import BM25Ranker
 
     params = set(inspect.signature(BM25Ranker.__init__).parameters) - {"self"}
     # a new BM25 parameter must be pinned here deliberately, not inherited from its default
@@ -747,7 +747,7 @@ def test_checker_ambiguity_never_reads_the_shipped_bm25_conf(tmp_path, monkeypat
     assert cli.main([str(tmp_path / "fx.yaml"), "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["ambiguity_ranker_config"]["bm25"]["k1"] == 1.5
-    assert data["ambiguity_ranker_config"]["bm25"]["_target_"] == "evalpipe.rankers.bm25.BM25Ranker"
+    assert data["ambiguity_ranker_config"]["bm25"]["_target_"] == "evalpipe.rankers.lexical.bm25.BM25Ranker"
     assert data["tier_kinds"] == {"concept": "paraphrase"}
 
 

@@ -20,13 +20,13 @@ from hypothesis import strategies as st  # noqa: E402
 
 from evalpipe.core import Unit  # noqa: E402
 from evalpipe.corpus import Corpus  # noqa: E402
-from evalpipe.rankers.bm25 import BM25Ranker  # noqa: E402
-from evalpipe.rankers.bm25f import BM25FRanker  # noqa: E402
-from evalpipe.rankers.exact import ExactSymbolRanker  # noqa: E402
-from evalpipe.rankers.graph import GraphRanker  # noqa: E402
-from evalpipe.rankers.grep import GrepRanker  # noqa: E402
-from evalpipe.rankers.winnow import WinnowRanker  # noqa: E402
-from evalpipe.tokenize import identifier_key  # noqa: E402
+from evalpipe.rankers.lexical.bm25 import BM25Ranker  # noqa: E402
+from evalpipe.rankers.lexical.bm25f import BM25FRanker  # noqa: E402
+from evalpipe.rankers.lexical.exact import ExactSymbolRanker  # noqa: E402
+from evalpipe.rankers.lexical.grep import GrepRanker  # noqa: E402
+from evalpipe.rankers.lexical.tokenize import identifier_key  # noqa: E402
+from evalpipe.rankers.lexical.winnow import WinnowRanker  # noqa: E402
+from evalpipe.rankers.structure.graph import GraphRanker  # noqa: E402
 
 #: Name words: plain, and inflected forms the English stemmer changes.
 WORDS = (

@@ -11,7 +11,7 @@ from conftest import ROOT
 def test_bm25_imports_no_numba_and_numba_still_works_afterwards():
     code = (
         "import sys\n"
-        "from evalpipe.rankers.bm25 import BM25Ranker\n"
+        "from evalpipe.rankers.lexical.bm25 import BM25Ranker\n"
         "from evalpipe.core import Unit\n"
         "from evalpipe.corpus import Corpus\n"
         "r = BM25Ranker(); r.prepare(Corpus([Unit('a', 'doc', text='merge settings')], name='c'))\n"

@@ -14,9 +14,9 @@ import time
 
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
+from evalpipe.evaluation.runner import run_cases
 from evalpipe.heap import collector_paused
 from evalpipe.inputs.fixture import Case, Fixture
-from evalpipe.runner import run_cases
 from evalpipe.scoring.run import score_results
 
 

@@ -7,9 +7,9 @@ import pytest
 
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.bm25 import BM25Ranker
-from evalpipe.rankers.bm25f import BM25FRanker
-from evalpipe.rankers.module_prior import ModulePrior, asks_for_modules, check_mode
+from evalpipe.rankers.lexical.bm25 import BM25Ranker
+from evalpipe.rankers.lexical.bm25f import BM25FRanker
+from evalpipe.rankers.priors.module_prior import ModulePrior, asks_for_modules, check_mode
 
 UNITS = [
     # one-function-per-file: the module repeats its function's words (imports, re-export)

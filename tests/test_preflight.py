@@ -10,12 +10,12 @@ import time
 import numpy as np
 import pytest
 
-from evalpipe import preflight
 from evalpipe.core import Hit
 from evalpipe.core.files import InputFileError, MissingInputError, decode_text, text_lines
+from evalpipe.evaluation import preflight
+from evalpipe.evaluation.runner import BadResult, as_hits
 from evalpipe.inputs.fixture import load_fixture
 from evalpipe.inputs.strict_yaml import YAMLFileError, parse
-from evalpipe.runner import BadResult, as_hits
 from evalpipe.safety.errors import EvalpipeError, FixtureError
 from evalpipe.safety.timeouts import SearchTimeout, call_with_timeout
 from evalpipe.scoring.outcome import EXIT_FAILED, EXIT_SKIPPED, verdict
@@ -183,7 +183,7 @@ def test_timeout_abandons_a_hung_call_and_passes_results_and_errors_through():
 def test_progress_names_the_slow_case(tmp_path, tiny_corpus_path):
     from rich.console import Console
 
-    from evalpipe.progress import case_progress
+    from evalpipe.evaluation.progress import case_progress
 
     (tmp_path / "fx.yaml").write_text(
         "name: t\ncorpus: corpus.jsonl\ncases:\n  - {id: slowpoke, query: merge, expected: [pkg/a.py]}\n"

@@ -8,7 +8,7 @@ import pytest
 
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.bm25f import BM25FRanker, unit_bm25f_fields
+from evalpipe.rankers.lexical.bm25f import BM25FRanker, unit_bm25f_fields
 
 
 def unit(uid: str, name: str, text: str) -> Unit:

@@ -1,7 +1,7 @@
 """Exact ranker ordering (issue 12): case first, declarations before tests and modules,
 qualified names (`pkg.Name`, `Type.Method`, `path/file.go::Name`) and kind words.
 
-Scores are worked out by hand from the grading in evalpipe.rankers.exact: a whole-query match
+Scores are worked out by hand from the grading in evalpipe.rankers.lexical.exact: a whole-query match
 5.0 exact case / 4.0 any case, + 0.5 kind word, + 0.25 declaration outside tests, + 0.1
 top-level symbol.
 """
@@ -12,7 +12,7 @@ import pytest
 
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.exact import ExactSymbolRanker, is_test_path, split_kind_words
+from evalpipe.rankers.lexical.exact import ExactSymbolRanker, is_test_path, split_kind_words
 
 
 def go(uid: str, kind: str) -> Unit:

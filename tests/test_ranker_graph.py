@@ -11,9 +11,9 @@ from hydra.utils import instantiate
 
 from evalpipe.core import Hit, Unit
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.bm25 import BM25Ranker
-from evalpipe.rankers.exact import ExactSymbolRanker
-from evalpipe.rankers.graph import GraphRanker
+from evalpipe.rankers.lexical.bm25 import BM25Ranker
+from evalpipe.rankers.lexical.exact import ExactSymbolRanker
+from evalpipe.rankers.structure.graph import GraphRanker
 
 CONF_RANKER = Path(__file__).resolve().parents[1] / "conf" / "ranker"
 
@@ -136,7 +136,7 @@ def conf_dir(tmp_path: Path) -> Path:
 def test_hydra_graph_nests_bm25_base(conf_dir: Path):
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["ranker.base.k1=0.9", "ranker.hops=1"])
-    assert cfg.ranker.base._target_ == "evalpipe.rankers.bm25.BM25Ranker"
+    assert cfg.ranker.base._target_ == "evalpipe.rankers.lexical.bm25.BM25Ranker"
     ranker = instantiate(cfg.ranker)
     assert isinstance(ranker, GraphRanker)
     assert isinstance(ranker.base, BM25Ranker)
@@ -158,8 +158,8 @@ def test_graph_ranker_reused_index_prepares_its_base():
     restores the memoised graph and must still have a prepared base ranker."""
     from evalpipe.core import Unit
     from evalpipe.corpus import Corpus
-    from evalpipe.rankers.bm25 import BM25Ranker
-    from evalpipe.rankers.graph import GraphRanker
+    from evalpipe.rankers.lexical.bm25 import BM25Ranker
+    from evalpipe.rankers.structure.graph import GraphRanker
 
     corpus = Corpus(
         [

@@ -6,8 +6,8 @@ import pytest
 
 from evalpipe.core import Hit, Unit
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.graph import GraphRanker
-from evalpipe.rankers.relation_intent import RelationIntent, detect_relation
+from evalpipe.rankers.structure.graph import GraphRanker
+from evalpipe.rankers.structure.relation_intent import RelationIntent, detect_relation
 
 
 def fn(name: str, kind: str = "function", **relations: tuple[str, ...]) -> Unit:

@@ -7,8 +7,8 @@ import pytest
 
 from evalpipe.core import Hit, Unit
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.graph import GraphRanker
-from evalpipe.rankers.graph_structure import (
+from evalpipe.rankers.structure.graph import GraphRanker
+from evalpipe.rankers.structure.graph_structure import (
     StructureIndex,
     interface_methods,
     is_public,
@@ -16,7 +16,7 @@ from evalpipe.rankers.graph_structure import (
     receiver_name,
     squash,
 )
-from evalpipe.rankers.set_questions import SetQuestion, parse_set_question
+from evalpipe.rankers.structure.set_questions import SetQuestion, parse_set_question
 
 
 def unit(uid: str, kind: str, text: str = "", language: str = "go", **meta) -> Unit:

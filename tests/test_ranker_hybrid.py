@@ -6,7 +6,7 @@ import pytest
 
 from evalpipe.core import Hit, Unit
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.hybrid import HybridRanker, minmax_fuse, rank_fuse, top_gap
+from evalpipe.rankers.fusion.hybrid import HybridRanker, minmax_fuse, rank_fuse, top_gap
 
 
 class Fixed:
@@ -67,8 +67,8 @@ def test_constraints_and_bad_parameters():
 
 def test_component_hits_are_memoised_across_fusion_settings(monkeypatch):
     """A sweep over weights builds new rankers with the same components: no component search reruns."""
-    from evalpipe.rankers import hybrid as hybrid_module
-    from evalpipe.rankers.bm25f import BM25FRanker
+    from evalpipe.rankers.fusion import hybrid as hybrid_module
+    from evalpipe.rankers.lexical.bm25f import BM25FRanker
 
     hybrid_module.clear_hits_cache()
     corpus = Corpus(

@@ -13,8 +13,8 @@ import pytest
 from evalpipe.core import Hit, Unit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import RankerUnavailable
+from evalpipe.rankers.fusion.rrf import RRFRanker, rrf_fuse
 from evalpipe.rankers.plugin_example import KeywordOverlapRanker
-from evalpipe.rankers.rrf import RRFRanker, rrf_fuse
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 CORPUS = Corpus(
@@ -249,7 +249,7 @@ def test_plugin_example_ranks_by_overlap_and_fuses(tmp_path):
 
 # -- Hydra configs ----------------------------------------------------------------------------------
 
-BM25_STANDIN = "_target_: evalpipe.rankers.bm25.BM25Ranker\nk1: 1.5\nb: 0.75\nmin_score: null\n"
+BM25_STANDIN = "_target_: evalpipe.rankers.lexical.bm25.BM25Ranker\nk1: 1.5\nb: 0.75\nmin_score: null\n"
 
 
 @pytest.fixture()
@@ -272,9 +272,9 @@ def _compose(config_dir: Path, overrides: list[str]):
 def test_rrf_config_nests_bm25_and_semantic(config_dir):
     cfg = _compose(config_dir, [])
     assert list(cfg.ranker.components) == ["bm25", "semantic"]
-    assert cfg.ranker.components.bm25._target_ == "evalpipe.rankers.bm25.BM25Ranker"
-    assert cfg.ranker.components.semantic._target_ == "evalpipe.rankers.semantic.SemanticRanker"
-    assert cfg.ranker._target_ == "evalpipe.rankers.rrf.RRFRanker"
+    assert cfg.ranker.components.bm25._target_ == "evalpipe.rankers.lexical.bm25.BM25Ranker"
+    assert cfg.ranker.components.semantic._target_ == "evalpipe.rankers.dense.semantic.SemanticRanker"
+    assert cfg.ranker._target_ == "evalpipe.rankers.fusion.rrf.RRFRanker"
     assert (cfg.ranker.k, cfg.ranker.depth, cfg.ranker.weights) == (60, 100, None)
     assert "components" not in cfg  # the package is relative to `ranker`, not the root
 
@@ -282,7 +282,7 @@ def test_rrf_config_nests_bm25_and_semantic(config_dir):
 def test_rrf_config_overrides_and_instantiation(config_dir):
     from hydra.utils import instantiate
 
-    from evalpipe.rankers.semantic import SemanticRanker
+    from evalpipe.rankers.dense.semantic import SemanticRanker
 
     cfg = _compose(
         config_dir,

@@ -15,9 +15,9 @@ import pytest
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus, load_jsonl_corpus
 from evalpipe.rankers import base as base_mod
-from evalpipe.rankers import semantic as semantic_mod
 from evalpipe.rankers.base import RankerUnavailable
-from evalpipe.rankers.semantic import SemanticRanker, render_unit, template_fields
+from evalpipe.rankers.dense import semantic as semantic_mod
+from evalpipe.rankers.dense.semantic import SemanticRanker, render_unit, template_fields
 
 
 def _doc(uid: str, title: str, text: str, path: str) -> Unit:

@@ -11,8 +11,8 @@ import pytest
 from evalpipe.core import Hit, Unit
 from evalpipe.corpus import Corpus
 from evalpipe.corpus.build import build_corpus
-from evalpipe.rankers.grep import GrepRanker
-from evalpipe.rankers.winnow import WinnowRanker, fan_in
+from evalpipe.rankers.lexical.grep import GrepRanker
+from evalpipe.rankers.lexical.winnow import WinnowRanker, fan_in
 
 STORE = '''
 def open_store(path):

@@ -13,8 +13,8 @@ import pytest
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus, load_jsonl_corpus
 from evalpipe.rankers.base import Ranker
-from evalpipe.rankers.bm25 import METHODS, BM25Ranker
-from evalpipe.rankers.exact import (
+from evalpipe.rankers.lexical.bm25 import METHODS, BM25Ranker
+from evalpipe.rankers.lexical.exact import (
     EXACT_CASE_SCORE,
     FULL_SCORE,
     WHOLE_QUERY_BONUS,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from evalpipe.core.fingerprint import code_fingerprint
-from evalpipe.reporting import tracking
 from evalpipe.sweeps.job import HASH_TAG, find_finished, sweep_id_for
+from evalpipe.tracking import mlflow_store
 
 
 def test_skipped_or_failed_runs_are_never_reused(tracking_uri):
-    tracker, exp = tracking.open_experiment(tracking_uri, "evalpipe/t")
+    tracker, exp = mlflow_store.open_experiment(tracking_uri, "evalpipe/t")
     client = tracker.client
 
     def run(status: str, **tags: str) -> str:

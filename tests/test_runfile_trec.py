@@ -17,7 +17,7 @@ from evalpipe.inputs.trec import (
     read_trec_run,
     write_trec_run,
 )
-from evalpipe.rankers.runfile import RunFileRanker
+from evalpipe.rankers.replay.runfile import RunFileRanker
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

@@ -18,11 +18,11 @@ import pytest
 
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
+from evalpipe.evaluation.runner import prepare_ranker
 from evalpipe.rankers import base as base_mod
-from evalpipe.rankers import semantic as semantic_mod
-from evalpipe.rankers.embed_store import UnitStore, text_digest
-from evalpipe.rankers.semantic import SemanticRanker
-from evalpipe.runner import prepare_ranker
+from evalpipe.rankers.dense import semantic as semantic_mod
+from evalpipe.rankers.dense.embed_store import UnitStore, text_digest
+from evalpipe.rankers.dense.semantic import SemanticRanker
 
 ROOT = Path(__file__).resolve().parents[1]
 

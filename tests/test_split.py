@@ -190,7 +190,7 @@ def test_bad_split_value_is_one_line_exit_2(tmp_path):
 
 def test_memo_keeps_the_unsplit_fixture(tmp_path):
     """dev and test runs in one process (a sweep, a hold-out) parse the fixture once."""
-    from evalpipe import preflight
+    from evalpipe.evaluation import preflight
 
     fixture_memo.clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):

@@ -28,10 +28,10 @@ from cli_helpers import (
     wait_for_lines,
     write_tiny,
 )
-from evalpipe.reporting.upload_worker import UploadWorker, wanted_sweep
 from evalpipe.safety.signals import child_pids
 from evalpipe.sweeps.reuse import REUSED_TAG
 from evalpipe.sweeps.store import WorkerStore
+from evalpipe.tracking.upload_worker import UploadWorker, wanted_sweep
 
 AXIS = ["ranker=bm25", "ranker.k1=0.9,1.2,1.5", "progress=false"]
 

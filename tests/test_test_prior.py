@@ -7,12 +7,18 @@ import pytest
 
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.bm25 import BM25Ranker
-from evalpipe.rankers.bm25f import BM25FRanker
-from evalpipe.rankers.exact import ExactSymbolRanker
-from evalpipe.rankers.grep import GrepRanker
-from evalpipe.rankers.test_prior import TestPrior, demote_rows, has_test_word, is_test_path, is_test_unit
-from evalpipe.rankers.winnow import WinnowRanker
+from evalpipe.rankers.lexical.bm25 import BM25Ranker
+from evalpipe.rankers.lexical.bm25f import BM25FRanker
+from evalpipe.rankers.lexical.exact import ExactSymbolRanker
+from evalpipe.rankers.lexical.grep import GrepRanker
+from evalpipe.rankers.lexical.winnow import WinnowRanker
+from evalpipe.rankers.priors.test_prior import (
+    TestPrior,
+    demote_rows,
+    has_test_word,
+    is_test_path,
+    is_test_unit,
+)
 
 
 @pytest.mark.parametrize(
@@ -195,7 +201,7 @@ CALLS = Corpus(
 
 
 def test_graph_orders_reached_tests_after_reached_code():
-    from evalpipe.rankers.graph import GraphRanker
+    from evalpipe.rankers.structure.graph import GraphRanker
 
     # Both callers get the same walk mass; with the prior off, the base's rank of the whole
     # question breaks the tie, and the test (three mentions) is the base's first.
@@ -219,8 +225,8 @@ def test_graph_orders_reached_tests_after_reached_code():
 
 @pytest.mark.parametrize("fusion", ["rrf", "hybrid"])
 def test_fused_lists_put_tests_last(fusion):
-    from evalpipe.rankers.hybrid import HybridRanker
-    from evalpipe.rankers.rrf import RRFRanker
+    from evalpipe.rankers.fusion.hybrid import HybridRanker
+    from evalpipe.rankers.fusion.rrf import RRFRanker
 
     cls = RRFRanker if fusion == "rrf" else HybridRanker
     # components without a prior, as a dense model is: the test is the lexical component's first

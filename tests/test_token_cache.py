@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from evalpipe.inputs.fixture import load_fixture
-from evalpipe.rankers import bm25
 from evalpipe.rankers.base import clear_built_cache
-from evalpipe.rankers.bm25 import BM25Ranker
+from evalpipe.rankers.lexical import bm25
+from evalpipe.rankers.lexical.bm25 import BM25Ranker
 
 ROOT = Path(__file__).resolve().parents[1]
 

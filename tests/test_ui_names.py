@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from evalpipe.reporting import links
 from evalpipe.reporting.headline import clip
 from evalpipe.reporting.params import measurement_params
 from evalpipe.scoring.names import lookup, metric_name
 from evalpipe.sweeps.naming import point_name, round_floats
+from evalpipe.tracking import links
 
 
 @pytest.mark.parametrize(
@@ -74,10 +74,10 @@ RESOLVED = {
         "name": None,
     },
     "ranker": {
-        "_target_": "evalpipe.rankers.rrf.RRFRanker",
+        "_target_": "evalpipe.rankers.fusion.rrf.RRFRanker",
         "k": 60,
         "weights": [1.0, 0.5],
-        "components": {"bm25": {"_target_": "evalpipe.rankers.bm25.BM25Ranker", "k1": 1.2}},
+        "components": {"bm25": {"_target_": "evalpipe.rankers.lexical.bm25.BM25Ranker", "k1": 1.2}},
     },
     "tracking": {"uri": "https://user:s3cret@mlflow.example/", "experiment_prefix": "evalpipe"},
     "ks": [1, 5, 20],

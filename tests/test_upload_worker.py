@@ -1,4 +1,4 @@
-"""The upload worker (evalpipe.reporting.upload_worker): a single run's MLflow side in a warm child.
+"""The upload worker (evalpipe.tracking.upload_worker): a single run's MLflow side in a warm child.
 
 Real processes and real stores: a run through the worker logs the same MLflow run as one that
 uploads in its own process (EVALPIPE_UPLOAD_WORKER=0); a parent killed with SIGKILL (no
@@ -28,9 +28,9 @@ from cli_helpers import (
     wait_for_lines,
     write_tiny,
 )
-from evalpipe.reporting.tracking import schema_lock
-from evalpipe.reporting.upload_worker import wanted
 from evalpipe.safety.signals import child_pids
+from evalpipe.tracking.mlflow_store import schema_lock
+from evalpipe.tracking.upload_worker import wanted
 
 PLUGIN = ["~ranker", "+ranker._target_=plugins_for_tests.keyword_search", "+ranker._partial_=true"]
 #: Tags that differ between two runs of the same configuration by construction.

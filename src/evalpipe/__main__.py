@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 
 if __name__ == "__main__":  # `python -m evalpipe`: start the upload worker before importing Hydra
-    from evalpipe.reporting import upload_worker
+    from evalpipe.tracking import upload_worker
 
     upload_worker.spawn_early(sys.argv[1:])
 
@@ -47,7 +47,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "evalpipe.judge.merge", "main", "add reviewed judge verdicts (judged.tsv) to a new fixture version"
     ),
     "sync": Subcommand(
-        "evalpipe.reporting.sync", "main", "upload runs saved offline (or while the store was down) to MLflow"
+        "evalpipe.tracking.sync", "main", "upload runs saved offline (or while the store was down) to MLflow"
     ),
     "gate": Subcommand(
         "evalpipe.gate.cli", "gate_main", "did a change make retrieval worse than a baseline? exit 0 / 1 / 2"
@@ -137,7 +137,7 @@ def _main() -> None:
         sys.exit(run(sys.argv[2:]))
     if any(a in ("--help", "-h") for a in sys.argv[1:]):
         print(usage())
-    from evalpipe.reporting import upload_worker
+    from evalpipe.tracking import upload_worker
 
     upload_worker.spawn_early(sys.argv[1:])  # imports MLflow on the other core while this run measures
     from evalpipe.evaluation import hydra_mode

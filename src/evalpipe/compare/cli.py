@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.experiment:
             experiment_id = client.get_experiment_by_name(args.experiment).experiment_id
         run_id = log_comparison(tracker, result, text, experiment_id, args, diffs)
-        from evalpipe.reporting.links import run_link_suffix
+        from evalpipe.tracking.links import run_link_suffix
 
         link = run_link_suffix(tracker.uri, experiment_id, run_id)
         console.print(f"MLflow: logged the comparison as run [bold]{run_id}[/]{link}", soft_wrap=True)

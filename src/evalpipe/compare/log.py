@@ -20,7 +20,7 @@ def log_comparison(
     diffs: Sequence[Any] = (),
 ) -> str:
     """Record the comparison as its own MLflow run (role compare) so it sits beside the runs it judges."""
-    from evalpipe.reporting import tracking
+    from evalpipe.tracking import mlflow_store
 
     tags = {
         "evalpipe.role": "compare",
@@ -43,7 +43,7 @@ def log_comparison(
         }
         for c in result.comparisons
     ]
-    with tracking.tracked_run(tracker, experiment_id, name, tags) as run_id:
+    with mlflow_store.tracked_run(tracker, experiment_id, name, tags) as run_id:
         params = {
             "metrics": json.dumps(result.metrics),
             "alpha": str(args.alpha),
@@ -51,11 +51,11 @@ def log_comparison(
             "seed": str(args.seed),
             "cases": str(len(result.cases)),
         }
-        tracking.log_batch(tracker, run_id, params=params)
-        tracking.log_artifact_files(
+        mlflow_store.log_batch(tracker, run_id, params=params)
+        mlflow_store.log_artifact_files(
             tracker, run_id, {"compare.md": text, "compare.json": json.dumps(payload, indent=1)}
         )
         if diffs:  # the per-case view: Markdown, and a table the MLflow artifact view renders
-            tracking.log_artifact_files(tracker, run_id, {"diff.md": case_diff_view.markdown(diffs)})
-            tracking.log_table(tracker, run_id, case_diff_view.table(diffs), "diff.json")
+            mlflow_store.log_artifact_files(tracker, run_id, {"diff.md": case_diff_view.markdown(diffs)})
+            mlflow_store.log_table(tracker, run_id, case_diff_view.table(diffs), "diff.json")
     return run_id

@@ -20,14 +20,14 @@ EXCLUDED_ROLES = ("parent", "compare", "gate")
 
 def open_tracker(uri: str | None) -> Any:
     """A tracker on an existing store; never creates one (a typo must not leave an empty database)."""
-    from evalpipe.reporting import tracking
+    from evalpipe.tracking import mlflow_store
 
-    resolved = tracking.normalise_uri(uri)
-    db = tracking.sqlite_path(resolved)
+    resolved = mlflow_store.normalise_uri(uri)
+    db = mlflow_store.sqlite_path(resolved)
     if db is not None and not db.is_file():
         raise CompareError(f"no MLflow store at {db} (pass --tracking-uri or set MLFLOW_TRACKING_URI)")
     try:
-        return tracking.ensure_store(resolved)
+        return mlflow_store.ensure_store(resolved)
     except Exception as exc:
         raise CompareError(f"cannot open MLflow store {resolved!r}: {type(exc).__name__}: {exc}") from None
 
@@ -231,7 +231,7 @@ def replace_aliases(cases: RunCases, aliases: tuple[str, ...]) -> RunCases:
 def data_notes(runs: Sequence[Any]) -> list[str]:
     """A warning when the runs were measured on different data (fixture or corpus sha256, read from
     their MLflow dataset inputs, else their tags): their differences then say nothing about rankers."""
-    from evalpipe.reporting.datasets import logged_data
+    from evalpipe.tracking.datasets import logged_data
 
     groups: dict[tuple[str, str], list[str]] = {}
     for run in runs:

@@ -55,7 +55,7 @@ def module_names(paths: Iterable[str], root_package: str = "") -> dict[str, str]
     """Dotted module name for each relative `.py` path, following package structure.
 
     A directory counts as a package when its `__init__.py` is among `paths`, so
-    `src/evalpipe/runner.py` is `evalpipe.runner` (no `src/__init__.py`) and a loose
+    `src/evalpipe/evaluation/runner.py` is `evalpipe.evaluation.runner` (no `src/__init__.py`) and a loose
     script `scripts/build.py` is just `build`, as Python itself would import them.
     When the corpus root is itself a package (a top-level `__init__.py`),
     `root_package` is its import name and prefixes the modules inside it.

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evalpipe.evaluation.runner import PreparedRanker, prepare_ranker, run_cases
 from evalpipe.inputs.fixture import Fixture
-from evalpipe.runner import PreparedRanker, prepare_ranker, run_cases
 from evalpipe.scoring.run import RunScores, score_results
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from evalpipe.batching import run_search
+from evalpipe.evaluation.batching import run_search
+from evalpipe.evaluation.runner import PreparedRanker, peak_memory_mb
 from evalpipe.inputs.fixture import Fixture
-from evalpipe.runner import PreparedRanker, peak_memory_mb
 from evalpipe.scoring.outcome import unknown_ids
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import RunScores, score_results
@@ -39,7 +39,7 @@ def measure(
     Cases are appended to `results` as they finish (what an interrupted run still has)."""
     from rich.markup import escape
 
-    from evalpipe.progress import case_progress
+    from evalpipe.evaluation.progress import case_progress
 
     ks = list(cfg.ks)
     timeout_s = cfg.get("timeout_s")

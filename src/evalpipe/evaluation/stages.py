@@ -8,7 +8,7 @@ ends it (FINISHED, FAILED or KILLED). `record` saves the run locally before
 `show` prints the results as soon as they are saved.
 
 A single run started by `python -m evalpipe` hands the MLflow side to the warm upload
-worker (`reporting.upload_worker`): `open_store` makes the checks that need no MLflow
+worker (`tracking.upload_worker`): `open_store` makes the checks that need no MLflow
 (exit 2 as before) and only asks the worker to open the store and `start` the run;
 `record` waits for both before it saves (a store that failed to open is exit 2, nothing
 saved, as if it had failed first), and `upload` sends the saved run to the worker.
@@ -31,6 +31,7 @@ from evalpipe.evaluation.files import case_table, run_files
 from evalpipe.evaluation.identity import config_hash, default_run_name, experiment_name, hydra_context
 from evalpipe.evaluation.measure import measure as measure_cases
 from evalpipe.evaluation.measure import result_tags, score
+from evalpipe.evaluation.runner import peak_memory_mb, prepare_ranker
 from evalpipe.evaluation.state import RunState
 from evalpipe.heap import freeze_startup_heap
 from evalpipe.inputs.fixture import Fixture
@@ -40,7 +41,6 @@ from evalpipe.reporting.local import PARTIAL_MARK
 from evalpipe.reporting.params import measurement_params
 from evalpipe.reporting.plots import plot_mode
 from evalpipe.reporting.report import ReportRow
-from evalpipe.runner import peak_memory_mb, prepare_ranker
 from evalpipe.safety import signals
 from evalpipe.safety.errors import EvalpipeError
 from evalpipe.safety.secrets import mask_config, mask_mapping, mask_text, register_config
@@ -61,7 +61,7 @@ def check(cfg: DictConfig) -> RunState:
     """Everything that can be checked before a case runs (and before MLflow is opened)."""
     from rich.console import Console
 
-    from evalpipe import preflight
+    from evalpipe.evaluation import preflight
     from evalpipe.judge.run import build_judge
 
     signals.install()
@@ -92,7 +92,7 @@ def check(cfg: DictConfig) -> RunState:
 
 def open_store(state: RunState) -> None:
     """Open the MLflow experiment (unless offline); an unreachable store is exit 2 before any case."""
-    from evalpipe.reporting import tracking, upload_worker
+    from evalpipe.tracking import mlflow_store, upload_worker
 
     cfg = state.cfg
     state.experiment = experiment_name(cfg)
@@ -100,7 +100,7 @@ def open_store(state: RunState) -> None:
     worker = upload_worker.take()
     if worker is not None and not state.offline and _worker_fits(state):
         try:
-            uri = tracking.check_store(cfg.tracking.uri)
+            uri = mlflow_store.check_store(cfg.tracking.uri)
         except EvalpipeError as exc:
             fail(str(exc))
         with contextlib.suppress(upload_worker.WorkerGone):  # gone: open it here instead
@@ -132,25 +132,25 @@ def _worker_fits(state: RunState) -> bool:
 
 
 def _open_here(state: RunState) -> None:
-    from evalpipe.reporting import tracking
+    from evalpipe.tracking import mlflow_store
 
     cfg = state.cfg
     try:
-        state.tracker, state.experiment_id = tracking.open_experiment(cfg.tracking.uri, state.experiment)
+        state.tracker, state.experiment_id = mlflow_store.open_experiment(cfg.tracking.uri, state.experiment)
     except EvalpipeError as exc:
         fail(str(exc))
     freeze_startup_heap()  # MLflow's import heap: no later collection (or the exit) walks it again
-    from evalpipe.reporting import links
+    from evalpipe.tracking import links
 
     links.prepare_experiment(state.tracker.client, state.experiment_id, state.ks, state.objective)
 
 
 def reuse(state: RunState) -> float | None:
     """The run's identity; inside a sweep, a point already measured is reused (its objective)."""
-    from evalpipe.reporting import tracking
     from evalpipe.sweeps import job as sweep
+    from evalpipe.tracking import mlflow_store
 
-    state.revision = tracking.git_revision()
+    state.revision = mlflow_store.git_revision()
     fixture = state.fixture
     state.chash = config_hash(state.checked.resolved, fixture.sha256, code_fingerprint())
     state.job = sweep.job_context(state.tracker, state.experiment_id)
@@ -183,7 +183,7 @@ def reuse(state: RunState) -> float | None:
 
 def start(state: RunState) -> None:
     """Open the MLflow run (RUNNING from here until record/upload end it) with the identity tags."""
-    from evalpipe.reporting.record import Recording
+    from evalpipe.tracking.record import Recording
 
     fixture, counter = state.fixture, state.counter
     tags = {
@@ -207,10 +207,10 @@ def start(state: RunState) -> None:
     out_dir = state.out_dir or Path(tempfile.mkdtemp(prefix="evalpipe-run-"))
     rec = Recording(out_dir, state.experiment, state.run_name)
     rec.tracker, rec.experiment_id = state.tracker, state.experiment_id
-    rec.describe_data(fixture)  # logged as MLflow dataset inputs (reporting.datasets)
+    rec.describe_data(fixture)  # logged as MLflow dataset inputs (tracking.datasets)
     state.rec = rec
     if state.worker is not None:  # created by the worker once the store is open (see `await_store`)
-        from evalpipe.reporting.worker_errors import WorkerGone
+        from evalpipe.tracking.worker_errors import WorkerGone
 
         rec.worker, rec.uri = state.worker, state.store_uri
         try:
@@ -244,8 +244,8 @@ def await_store(state: RunState) -> None:
     meanwhile, a damaged database) is an upload failure: the run is saved locally and the
     upload stage reports it (exit 1, `evalpipe sync` later). A worker that died is replaced
     by opening the store here."""
-    from evalpipe.reporting import tracking
-    from evalpipe.reporting.worker_errors import WorkerError, WorkerGone
+    from evalpipe.tracking import mlflow_store
+    from evalpipe.tracking.worker_errors import WorkerError, WorkerGone
 
     worker, rec = state.worker, state.rec
     if worker is None or state.tracker is not None or rec.store_error:
@@ -265,7 +265,7 @@ def await_store(state: RunState) -> None:
         rec.tracker, rec.experiment_id = state.tracker, state.experiment_id
         _start_here(state)
         return
-    state.tracker = tracking.Tracker(rec.uri, client=None)  # for the links; the worker holds the client
+    state.tracker = mlflow_store.Tracker(rec.uri, client=None)  # for the links; the worker holds the client
 
 
 def guarded(state: RunState, stage: Callable[[RunState], None]) -> None:
@@ -317,7 +317,7 @@ def record(state: RunState) -> None:
     """Save the run (files, metrics, params, tags, status) in its output dir before any upload."""
     from evalpipe.corpus import corpus_metrics
     from evalpipe.fixture_check.summary import difficulty_metrics
-    from evalpipe.reporting import tracking
+    from evalpipe.tracking import mlflow_store
 
     cfg, fixture, ks = state.cfg, state.fixture, state.ks
     results, prepared = state.results, state.prepared
@@ -358,7 +358,7 @@ def record(state: RunState) -> None:
     state.metrics = metrics
     if state.offline:  # where `evalpipe sync` uploads by default (a file-store path: it must be told)
         with contextlib.suppress(EvalpipeError):
-            extra["intended_uri"] = tracking.normalise_uri(cfg.tracking.uri)
+            extra["intended_uri"] = mlflow_store.normalise_uri(cfg.tracking.uri)
     masked = mask_config(state.checked.resolved, OmegaConf.to_container(cfg, resolve=False))
     params = measurement_params(masked, state.ranker_choice, fixture.name)
     params.update(state.checked.split.params())  # the split measured, even when left at its defaults
@@ -387,7 +387,7 @@ def upload(state: RunState) -> None:
 
     def log_extra(tracker, run_id):
         if complete and cfg.get("traces", False):  # opt-in: slower than the run itself (docs/tracking.md)
-            from evalpipe.reporting.traces import log_case_traces
+            from evalpipe.tracking.traces import log_case_traces
 
             log_case_traces(tracker, state.experiment_id, run_id, results, scores.first_rank)
 

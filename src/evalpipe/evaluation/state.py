@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from evalpipe.preflight import Checked
-    from evalpipe.reporting.record import Recording
+    from evalpipe.evaluation.preflight import Checked
+    from evalpipe.evaluation.runner import PreparedRanker
     from evalpipe.reporting.report import ReportRow
-    from evalpipe.runner import PreparedRanker
     from evalpipe.scoring.outcome import RunNotMeasured
     from evalpipe.scoring.results import CaseResult
     from evalpipe.scoring.run import RunScores
     from evalpipe.scoring.tokens import TokenCounter
     from evalpipe.sweeps.job import JobContext
+    from evalpipe.tracking.record import Recording
 
 
 @dataclass
@@ -45,7 +45,7 @@ class RunState:
     offline: bool = False
     tracker: Any = None
     experiment_id: str | None = None
-    #: the upload worker opening the store meanwhile (`reporting.upload_worker`), and its request
+    #: the upload worker opening the store meanwhile (`tracking.upload_worker`), and its request
     worker: Any = None
     open_request: int | None = None
     store_uri: str | None = None

@@ -19,7 +19,7 @@ from types import MappingProxyType
 #: Passed to `hydra.utils.instantiate`; recorded in `--json` as `ambiguity_ranker_config`.
 CHECKER_BM25: Mapping[str, object] = MappingProxyType(
     {
-        "_target_": "evalpipe.rankers.bm25.BM25Ranker",
+        "_target_": "evalpipe.rankers.lexical.bm25.BM25Ranker",
         "k1": 1.5,
         "b": 0.75,
         "method": "lucene",

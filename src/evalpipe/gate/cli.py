@@ -259,7 +259,7 @@ def _log(args, result, candidate, open_store, text: str, json_text: str, console
             file=sys.stderr,
         )
         return
-    from evalpipe.reporting.links import run_url
+    from evalpipe.tracking.links import run_url
 
     url = run_url(tracker.uri, experiment_id, run_id)
     line = f"MLflow: logged the gate as run {run_id}" + (f" ({url})" if url else "")
@@ -341,7 +341,7 @@ def _set(args, open_store) -> int:
     record = set_baseline(tracker.client, args.name, run)
     fixtures = ", ".join(f"{r.key} ({len(r.cases.case_ids)} cases)" for r in side.runs)
     was = f"; was {record.previous}" if record.previous and record.previous != record.run_id else ""
-    from evalpipe.reporting.links import run_link_suffix
+    from evalpipe.tracking.links import run_link_suffix
 
     print(
         f"baseline {record.name} -> run {record.run_id} ({record.run_name}) in {record.experiment}: "

@@ -42,8 +42,8 @@ def fixture_name(tags: dict[str, str], params: dict[str, str], fallback: str = "
 
 def store_fixture_run(client: Any, run: Any) -> FixtureRun:
     """One evaluation run in a store (a reused sweep point: read through the run it reuses)."""
-    from evalpipe.reporting.datasets import logged_data
     from evalpipe.sweeps.reuse import is_reuse, original_run_id
+    from evalpipe.tracking.datasets import logged_data
 
     _check_measured(run)
     source = run
@@ -113,8 +113,8 @@ def store_side(client: Any, run: Any, uri: str, reference: str = "") -> Side:
 
 
 def _saved_fixture_run(directory: Path) -> tuple[FixtureRun, Any]:
-    from evalpipe.reporting.datasets import CORPUS_CONTEXT, FIXTURE_CONTEXT, saved_specs
     from evalpipe.reporting.local import TABLE_FILE, load_run
+    from evalpipe.tracking.datasets import CORPUS_CONTEXT, FIXTURE_CONTEXT, saved_specs
 
     saved = load_run(directory)
     info = saved.info

@@ -18,7 +18,7 @@ ROLE = "gate"
 
 
 def _links(tracker: Any, result: GateResult) -> list[str]:
-    from evalpipe.reporting.links import run_url
+    from evalpipe.tracking.links import run_url
 
     lines = []
     for what, side in (("candidate", result.candidate), ("baseline", result.baseline)):
@@ -36,8 +36,8 @@ def _links(tracker: Any, result: GateResult) -> list[str]:
 
 def log_gate(tracker: Any, experiment_id: str, result: GateResult, text: str, json_text: str) -> str:
     """Record the gate run; returns its run ID."""
-    from evalpipe.reporting import tracking
     from evalpipe.reporting.headline import NOTE_TAG, clip
+    from evalpipe.tracking import mlflow_store
 
     verdict = "pass" if result.passed else "fail"
     base = result.baseline
@@ -59,13 +59,13 @@ def log_gate(tracker: Any, experiment_id: str, result: GateResult, text: str, js
         "gate/rows": float(len(result.rows)),
         "gate/passed": float(result.passed),
     }
-    with tracking.tracked_run(tracker, experiment_id, name, tags) as run_id:
-        tracking.log_batch(tracker, run_id, metrics=metrics, params={
+    with mlflow_store.tracked_run(tracker, experiment_id, name, tags) as run_id:
+        mlflow_store.log_batch(tracker, run_id, metrics=metrics, params={
             k: str(v) for k, v in result.rules.to_json().items()
         })  # fmt: skip
-        tracking.log_artifact_files(tracker, run_id, {"gate.md": text, "gate.json": json_text})
+        mlflow_store.log_artifact_files(tracker, run_id, {"gate.md": text, "gate.json": json_text})
         if result.candidate.origin in ("store", "saved run"):  # the data it gated on, in the runs table
-            from evalpipe.reporting.datasets import copy_inputs
+            from evalpipe.tracking.datasets import copy_inputs
 
             for fixture in result.fixtures:
                 with contextlib.suppress(Exception):

@@ -1,6 +1,6 @@
 """Same data or no verdict: a baseline measured on another fixture, corpus or split compares nothing.
 
-Digests are read from each run's MLflow dataset inputs (`reporting.datasets`), else from its
+Digests are read from each run's MLflow dataset inputs (`tracking.datasets`), else from its
 `evalpipe.fixture_sha256` / `evalpipe.corpus_sha256` tags (runs logged before inputs existed),
 else from the exported baseline file. A digest MLflow truncated (36 characters) matches the
 full sha256 it starts with. A run that records no digest at all cannot be shown to match, which

@@ -236,7 +236,7 @@ class BatchScoring:
     each row exactly what `_scores(query)` would give; `search_batch` then applies the
     same masks and top-k as `search`, so a batched run returns the same hits as a
     per-query run. The runner calls `search_batch` on chunks of cases when it is not
-    timing every query (see `evalpipe.batching`).
+    timing every query (see `evalpipe.evaluation.batching`).
     """
 
     def search_batch(

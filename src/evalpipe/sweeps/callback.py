@@ -129,7 +129,7 @@ class MLflowSweepCallback(Callback):
             raise SystemExit(2) from None
 
     def _start(self, config: DictConfig) -> None:
-        from evalpipe.preflight import check_sweep
+        from evalpipe.evaluation.preflight import check_sweep
         from evalpipe.safety.errors import EvalpipeError
         from evalpipe.sweeps import compose_once
         from evalpipe.sweeps.summary import swept_keys
@@ -142,7 +142,7 @@ class MLflowSweepCallback(Callback):
 
             print(f"evalpipe: error: {mask_text(str(exc))}", file=sys.stderr)
             raise SystemExit(2) from None
-        from evalpipe.reporting import upload_worker
+        from evalpipe.tracking import upload_worker
 
         worker = upload_worker.take()  # started by `python -m evalpipe -m`; not for the jobs
         if worker is not None and ("mlflow" in sys.modules or config.tracking.get("offline")):
@@ -152,10 +152,10 @@ class MLflowSweepCallback(Callback):
             print("[evalpipe] offline sweep: no parent run; each job saves its run locally", file=sys.stderr)
             return
         from evalpipe.evaluation.identity import experiment_name
-        from evalpipe.reporting import tracking
-        from evalpipe.reporting.links import prepare_experiment
         from evalpipe.sweeps.job import sweep_id_for
         from evalpipe.sweeps.store import LocalStore
+        from evalpipe.tracking import mlflow_store
+        from evalpipe.tracking.links import prepare_experiment
 
         # Resolving now also pins ${now:...} in the sweep dir: Hydra copies this config's
         # resolver cache into every job, so parent and jobs agree on the dir and its sweep ID.
@@ -199,12 +199,12 @@ class MLflowSweepCallback(Callback):
         ks = [int(k) for k in config.ks]
         try:
             if worker is not None:  # the warm worker opens the store while Hydra composes the jobs
-                uri = tracking.check_store(str(config.tracking.uri))  # exit 2 now, as before
+                uri = mlflow_store.check_store(str(config.tracking.uri))  # exit 2 now, as before
                 self._store = WorkerStore(worker, uri)
                 self._pending = self._store.begin(experiment, ks, self._objective, run_name, tags, params)
             else:
                 self._start_plotter()
-                tracker, experiment_id = tracking.open_experiment(str(config.tracking.uri), experiment)
+                tracker, experiment_id = mlflow_store.open_experiment(str(config.tracking.uri), experiment)
                 prepare_experiment(tracker.client, experiment_id, ks, self._objective)
                 self._store = LocalStore(tracker)
                 self._store._experiments[experiment] = experiment_id
@@ -394,8 +394,8 @@ class MLflowSweepCallback(Callback):
         from rich.markup import escape
         from rich.table import Table
 
-        from evalpipe.reporting.links import ui_lines
         from evalpipe.sweeps.summary import best_line, points_table, top_points
+        from evalpipe.tracking.links import ui_lines
 
         console = Console(width=None if sys.stdout.isatty() else 160)
         top = top_points(self._rows, self._objective)

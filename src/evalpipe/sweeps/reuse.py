@@ -93,8 +93,8 @@ def reuse_name(run_name: str, reused_run_id: str) -> str:
 
 def record_reuse(tracker: Any, experiment_id: str, done: Any, job_tags: dict[str, str], run_name: str) -> str:
     """Create the FINISHED child run for a reused point; returns its run ID."""
-    from evalpipe.reporting import tracking
     from evalpipe.reporting.headline import NOTE_TAG, clip
+    from evalpipe.tracking import mlflow_store
 
     old = done.info.run_id
     tags = {
@@ -105,16 +105,16 @@ def record_reuse(tracker: Any, experiment_id: str, done: Any, job_tags: dict[str
     tags.update(job_tags)
     tags[REUSED_TAG] = old
     note = done.data.tags.get(NOTE_TAG, "")
-    from evalpipe.reporting.links import run_href
+    from evalpipe.tracking.links import run_href
 
     tags[NOTE_TAG] = clip(
         f"_Reused: this point's configuration was already measured by run "
         f"[{old}]({run_href(done.info.experiment_id, old)}) "
         f"({done.info.run_name}); its figures are copied here and its artifacts stay there._\n\n{note}"
     )
-    with tracking.tracked_run(tracker, experiment_id, reuse_name(run_name, old), tags) as run_id:
-        tracking.log_batch(tracker, run_id, metrics=done.data.metrics, params=done.data.params)
-        from evalpipe.reporting.datasets import copy_inputs
+    with mlflow_store.tracked_run(tracker, experiment_id, reuse_name(run_name, old), tags) as run_id:
+        mlflow_store.log_batch(tracker, run_id, metrics=done.data.metrics, params=done.data.params)
+        from evalpipe.tracking.datasets import copy_inputs
 
         copy_inputs(tracker, done, run_id)  # the same fixture and corpus as the run it reuses
     return run_id

@@ -2,7 +2,7 @@
 
 Importing MLflow and opening its SQLite store cost a sweep's parent about 1.5 s of CPU
 before its first point, as much as a dozen reused points. `python -m evalpipe -m ...` therefore
-starts the upload worker (`reporting.upload_worker`) first thing, as a single run does: it
+starts the upload worker (`tracking.upload_worker`) first thing, as a single run does: it
 imports MLflow on the other core while Hydra composes the sweep. The sweep then asks the worker
 for every store operation it makes (`WorkerStore`), and never imports MLflow itself unless a
 point has to be measured (the measured point opens the store in its own process, as before):
@@ -62,9 +62,9 @@ class LocalStore:
 
     @classmethod
     def open(cls, uri: str | None) -> LocalStore:
-        from evalpipe.reporting import tracking
+        from evalpipe.tracking import mlflow_store
 
-        return cls(tracking.ensure_store(uri))
+        return cls(mlflow_store.ensure_store(uri))
 
     @property
     def uri(self) -> str:
@@ -77,9 +77,9 @@ class LocalStore:
     def experiment(self, name: str, ks: Sequence[int], objective: str) -> str:
         """The experiment's ID (created and prepared once per process, as a run's `open_store`)."""
         if name not in self._experiments:
-            from evalpipe.reporting import links, tracking
+            from evalpipe.tracking import links, mlflow_store
 
-            experiment_id = tracking.ensure_experiment(self.tracker, name)
+            experiment_id = mlflow_store.ensure_experiment(self.tracker, name)
             links.prepare_experiment(self.tracker.client, experiment_id, list(ks), objective)
             self._experiments[name] = experiment_id
         return self._experiments[name]
@@ -87,10 +87,10 @@ class LocalStore:
     def create_parent(
         self, experiment_id: str, run_name: str, tags: Mapping[str, str], params: Mapping[str, str]
     ) -> str:
-        from evalpipe.reporting import tracking
+        from evalpipe.tracking import mlflow_store
 
         run = self.tracker.client.create_run(experiment_id, run_name=run_name, tags=dict(tags))
-        tracking.log_batch(self.tracker, run.info.run_id, params=params)
+        mlflow_store.log_batch(self.tracker, run.info.run_id, params=params)
         return run.info.run_id
 
     def find(
@@ -140,8 +140,8 @@ class LocalStore:
         """After an aborted sweep: points their workers saved but could not upload go up now,
         into their own runs, as `evalpipe sync` would; returns how many could not."""
         from evalpipe.reporting.local import find_saved_runs, load_run, update_info
-        from evalpipe.reporting.sync import finish_upload, upload_saved
         from evalpipe.safety.secrets import mask_text
+        from evalpipe.tracking.sync import finish_upload, upload_saved
 
         left = 0
         for directory in find_saved_runs([Path(sweep_dir)]):
@@ -174,12 +174,12 @@ class LocalStore:
         files: Mapping[str, str | bytes] | None = None,
         subdir: str = "",
     ) -> None:
-        from evalpipe.reporting import tracking
+        from evalpipe.tracking import mlflow_store
 
         if metrics or tags:
-            tracking.log_batch(self.tracker, run_id, metrics=metrics, tags=tags)
+            mlflow_store.log_batch(self.tracker, run_id, metrics=metrics, tags=tags)
         if files:
-            tracking.log_artifact_files(self.tracker, run_id, files, subdir=subdir)
+            mlflow_store.log_artifact_files(self.tracker, run_id, files, subdir=subdir)
 
     def end_run(self, run_id: str, status: str) -> None:
         self.tracker.client.set_terminated(run_id, status=status)
@@ -200,7 +200,7 @@ def _unpack_files(packed: Mapping[str, Mapping[str, str]] | None) -> dict[str, s
 
 
 def serve(server: Any, req: Mapping[str, Any]) -> dict[str, Any]:
-    """The worker's side of a `sweep` request (`reporting.upload_worker`), on its open store."""
+    """The worker's side of a `sweep` request (`tracking.upload_worker`), on its open store."""
     store = getattr(server, "sweep_store", None)
     if store is None or store.tracker is not server.tracker:
         store = server.sweep_store = LocalStore(server.tracker)
@@ -268,7 +268,7 @@ class WorkerStore:
 
     @property
     def ui_command(self) -> str:
-        from evalpipe.reporting.tracking import Tracker
+        from evalpipe.tracking.mlflow_store import Tracker
 
         return Tracker(self._uri, None).ui_command
 
@@ -283,8 +283,8 @@ class WorkerStore:
         return self.worker.send("sweep", method=method, args=args)
 
     def _reply(self, number: int) -> dict[str, Any]:
-        from evalpipe.reporting.worker_errors import WorkerError
         from evalpipe.safety.errors import EvalpipeError
+        from evalpipe.tracking.worker_errors import WorkerError
 
         try:
             return self.worker.reply(number)
@@ -295,7 +295,7 @@ class WorkerStore:
 
     def _call(self, method: str, **args: Any) -> dict[str, Any] | None:
         """The worker's reply, or None when the worker is gone (the caller then calls `local()`)."""
-        from evalpipe.reporting.worker_errors import WorkerGone
+        from evalpipe.tracking.worker_errors import WorkerGone
 
         if self._local is not None:
             return None
@@ -334,7 +334,7 @@ class WorkerStore:
         self, run_id: str, experiment_id: str, job_tags: Mapping[str, str], run_name: str, marker: Path | None
     ) -> None:
         """Ask for the point's reuse child; its ID goes into `marker` when the reply comes."""
-        from evalpipe.reporting.worker_errors import WorkerGone
+        from evalpipe.tracking.worker_errors import WorkerGone
 
         args = {
             "run_id": run_id,
@@ -364,7 +364,7 @@ class WorkerStore:
 
     def flush(self, wait: bool = True) -> None:
         """Write the child IDs of the reuse records answered so far (all of them with `wait`)."""
-        from evalpipe.reporting.worker_errors import WorkerGone
+        from evalpipe.tracking.worker_errors import WorkerGone
 
         while self._records:
             record = self._records[0]
@@ -447,7 +447,7 @@ class Pending:
     def wait(self) -> Opened:
         """The experiment and parent run; EvalpipeError if the store could not be opened (a bad
         store: exit 2 as before), and opened here if the worker is gone."""
-        from evalpipe.reporting.worker_errors import WorkerGone
+        from evalpipe.tracking.worker_errors import WorkerGone
 
         experiment, run_name, tags, params, ks, objective = self._args
         store = self.store
@@ -459,12 +459,12 @@ class Pending:
             return Opened(experiment_id, str(store._reply(self._created)["run_id"]))
         except WorkerGone:
             pass
-        from evalpipe.reporting import tracking
+        from evalpipe.tracking import mlflow_store
 
-        tracker, experiment_id = tracking.open_experiment(store.uri, experiment)
+        tracker, experiment_id = mlflow_store.open_experiment(store.uri, experiment)
         store._local = local = LocalStore(tracker)
         local._experiments[experiment] = experiment_id
-        from evalpipe.reporting.links import prepare_experiment
+        from evalpipe.tracking.links import prepare_experiment
 
         prepare_experiment(tracker.client, experiment_id, ks, objective)
         return Opened(experiment_id, local.create_parent(experiment_id, run_name, tags, params))
@@ -479,7 +479,7 @@ def serves(cfg: Any) -> bool:
     store = _point_store
     if store is None or cfg.get("force") or cfg.tracking.get("offline", False):
         return False
-    from evalpipe.reporting.tracking import normalise_uri
+    from evalpipe.tracking.mlflow_store import normalise_uri
 
     try:
         return normalise_uri(cfg.tracking.uri) == store.uri

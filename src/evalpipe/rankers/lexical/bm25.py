@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.bm25s_loader import import_bm25s
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
-from evalpipe.rankers import token_cache
 from evalpipe.rankers.base import BUILD_MEMOS, BatchScoring, CorpusRanker
-from evalpipe.rankers.module_prior import ModulePrior
-from evalpipe.rankers.module_prior import check_mode as module_prior_mode
-from evalpipe.rankers.test_prior import TestPrior, check_mode
-from evalpipe.tokenize import CodeTokenizer, CompoundSplitter
+from evalpipe.rankers.lexical import token_cache
+from evalpipe.rankers.lexical.bm25s_loader import import_bm25s
+from evalpipe.rankers.lexical.tokenize import CodeTokenizer, CompoundSplitter
+from evalpipe.rankers.priors.module_prior import ModulePrior
+from evalpipe.rankers.priors.module_prior import check_mode as module_prior_mode
+from evalpipe.rankers.priors.test_prior import TestPrior, check_mode
 
 bm25s = import_bm25s()
 
@@ -65,8 +65,8 @@ class BM25Ranker(BatchScoring, CorpusRanker):
     `delta` is only used by bm25l / bm25+. `min_score` drops hits scoring below it.
     `split_compounds` splits lowercase run-together words at corpus words (code-aware only);
     `test_prior` ranks test units last unless the query asks for tests
-    (`evalpipe.rankers.test_prior`); `module_prior: below_definitions` ranks a module unit
-    just below the best definition of its file (`evalpipe.rankers.module_prior`).
+    (`evalpipe.rankers.priors.test_prior`); `module_prior: below_definitions` ranks a module unit
+    just below the best definition of its file (`evalpipe.rankers.priors.module_prior`).
     """
 
     name = "bm25"

@@ -16,7 +16,7 @@ metadata (e.g. commits touching it) when the corpus records it, else 0.
 
 The base ranker's own test prior already orders its candidates; fan-in could lift a test
 (tests call a lot, and helpers in tests are called by many tests) back above them, so the
-re-scored list gets the same prior (`test_prior`, `evalpipe.rankers.test_prior`).
+re-scored list gets the same prior (`test_prior`, `evalpipe.rankers.priors.test_prior`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 from evalpipe.core import Hit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import CorpusRanker, Ranker, top_k
-from evalpipe.rankers.test_prior import TestPrior, check_mode
+from evalpipe.rankers.priors.test_prior import TestPrior, check_mode
 
 FAN_IN_RELATIONS = ("calls", "imports", "inherits")
 

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from evalpipe.core import Hit
+from evalpipe.evaluation.runner import as_hits, finish_case, run_case, run_cases
 from evalpipe.heap import collector_paused
 from evalpipe.inputs.fixture import Case, Fixture
-from evalpipe.runner import as_hits, finish_case, run_case, run_cases
 from evalpipe.safety.errors import EvalpipeError
 from evalpipe.scoring.results import CaseResult
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from evalpipe.batching import parse_settings
+from evalpipe.evaluation.batching import parse_settings
 from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.safety.errors import EvalpipeError
 
@@ -159,7 +159,7 @@ def produced_metric_names(
     """Every figure a run of this fixture with these ks/metrics logs: scored on one empty result
     per tier (and per kind of RAG label), so the names come from the scoring code itself.
     `judged`: a judge is configured, so its judged_* figures are produced too."""
-    from evalpipe.runner import run_case
+    from evalpipe.evaluation.runner import run_case
     from evalpipe.scoring.run import flat_metrics, score_results
 
     class _Nothing:

@@ -27,20 +27,20 @@ SUPERSEDED_TAG = "evalpipe.superseded_by"
 def upload_saved(tracker: Any, run_id: str, saved: SavedRun) -> None:
     """Log a saved run's metrics, params, tags, dataset inputs (fixture, corpus), artifact files and
     case table into `run_id`."""
-    from evalpipe.reporting import tracking
-    from evalpipe.reporting.datasets import log_saved_inputs
+    from evalpipe.tracking import mlflow_store
+    from evalpipe.tracking.datasets import log_saved_inputs
 
     end_ms = saved.info.get("end_time_ms")
-    tracking.log_batch(
+    mlflow_store.log_batch(
         tracker, run_id, metrics=saved.metrics, params=saved.params, tags=saved.tags, timestamp_ms=end_ms
     )
     log_saved_inputs(tracker, run_id, saved)
     files = saved.artifact_files()
     if files:
-        tracking.log_artifact_files(tracker, run_id, files)
+        mlflow_store.log_artifact_files(tracker, run_id, files)
     table = saved.case_table()
     if table is not None:
-        tracking.log_table(tracker, run_id, table, "cases.json")
+        mlflow_store.log_table(tracker, run_id, table, "cases.json")
 
 
 def finish_upload(tracker: Any, run_id: str, saved: SavedRun) -> None:
@@ -67,9 +67,9 @@ def _runs_with_local_id(tracker: Any, experiment_id: str, local_id: str) -> list
 
 def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
     """Upload one saved run unless it is already there; return what happened (one line)."""
-    from evalpipe.reporting import tracking
-    from evalpipe.reporting.links import run_link_suffix
     from evalpipe.safety.secrets import mask_text
+    from evalpipe.tracking import mlflow_store
+    from evalpipe.tracking.links import run_link_suffix
 
     info = saved.info
     local_id = str(info.get("local_id") or "")
@@ -77,7 +77,7 @@ def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
         return (
             f"skipped {saved.directory}: run_info.json lacks local_id/experiment (not a saved evalpipe run)"
         )
-    tracker, experiment_id = tracking.open_experiment(uri, str(info["experiment"]))
+    tracker, experiment_id = mlflow_store.open_experiment(uri, str(info["experiment"]))
     existing = _runs_with_local_id(tracker, experiment_id, local_id)
     done = [r for r in existing if r.data.tags.get(UPLOAD_TAG) == "complete"]
     if done:

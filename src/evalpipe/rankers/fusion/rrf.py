@@ -8,7 +8,7 @@ A fused run that quietly lost a component would be mislabelled in every report, 
 component that cannot load fails the whole ranker unless `allow_skipped_components`
 is set, and even then the skipped names are recorded in `stats()`.
 
-Fused lists get the test-file prior (`test_prior`, `evalpipe.rankers.test_prior`): a
+Fused lists get the test-file prior (`test_prior`, `evalpipe.rankers.priors.test_prior`): a
 component without one (a dense model) can otherwise lift a test unit above the non-test
 units the lexical components ranked first.
 """
@@ -24,9 +24,9 @@ import numpy as np
 from evalpipe.core import Hit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import CorpusRanker, Ranker, RankerUnavailable
-from evalpipe.rankers.module_prior import ModulePrior
-from evalpipe.rankers.module_prior import check_mode as module_prior_mode
-from evalpipe.rankers.test_prior import TestPrior, check_mode, demote_rows
+from evalpipe.rankers.priors.module_prior import ModulePrior
+from evalpipe.rankers.priors.module_prior import check_mode as module_prior_mode
+from evalpipe.rankers.priors.test_prior import TestPrior, check_mode, demote_rows
 
 
 class RRFRanker(CorpusRanker):
@@ -171,7 +171,7 @@ class RRFRanker(CorpusRanker):
 
     def demote_modules(self, query: str, fused: dict[str, tuple[float, int]]) -> dict[str, tuple[float, int]]:
         """Fused scores with each module unit moved just below its file's best definition
-        (`evalpipe.rankers.module_prior`); unchanged when the prior is off or lifted."""
+        (`evalpipe.rankers.priors.module_prior`); unchanged when the prior is off or lifted."""
         modules, corpus = self._modules, self.corpus
         if modules is None or corpus is None or not modules.applies(query, self.module_prior):
             return fused

@@ -6,7 +6,7 @@ cores). Here a unit's vector is found by the sha256 of its rendered text inside 
 its settings, so a corpus where 1% of the units changed embeds 1% of them, and two corpora
 sharing units (a fixture's dev and test splits, two snapshots of a repository) share vectors.
 
-Layout (`python -m evalpipe.rankers.embed_store <cache_dir>` prints it)::
+Layout (`python -m evalpipe.rankers.dense.embed_store <cache_dir>` prints it)::
 
     <cache_dir>/units-v1/<settings key>/settings.json     what the key was made of
     <cache_dir>/units-v1/<settings key>/<name>.pack       immutable packs of vectors
@@ -275,7 +275,7 @@ def describe(cache_dir: str | Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m evalpipe.rankers.embed_store",
+        prog="python -m evalpipe.rankers.dense.embed_store",
         description="Inspect or trim the semantic ranker's per-unit embedding cache.",
     )
     parser.add_argument("cache_dir", nargs="?", default=".cache/evalpipe/embeddings")

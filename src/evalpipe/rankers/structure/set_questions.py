@@ -11,7 +11,7 @@ The grammar is small on purpose: a table of relation words with their inflection
 synonyms (`RELATION_WORDS`), kind nouns that narrow the answer (`KIND_NOUNS`), a scope
 clause ("in file X", "in the Y package") and the anchor phrase, which is what remains
 around the relation word once articles, kind nouns and question words are stripped. The
-anchor is only a phrase here: `evalpipe.rankers.graph_structure` resolves it against the
+anchor is only a phrase here: `evalpipe.rankers.structure.graph_structure` resolves it against the
 corpus (names, qualified names, paths, compound pieces) and says whether the question is
 answerable; a phrase that resolves to nothing leaves the question to the base ranker.
 """

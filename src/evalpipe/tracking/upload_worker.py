@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evalpipe.reporting.worker_errors import WorkerError, WorkerGone
+from evalpipe.tracking.worker_errors import WorkerError, WorkerGone
 
 #: EVALPIPE_UPLOAD_WORKER=0 runs the upload in the run's own process (as before the worker).
 ENV = "EVALPIPE_UPLOAD_WORKER"
@@ -96,7 +96,7 @@ class UploadWorker:
     def spawn(cls) -> UploadWorker:
         env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": os.environ.get("MLFLOW_DISABLE_TELEMETRY", "true")}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "evalpipe.reporting.upload_worker"],
+            [sys.executable, "-m", "evalpipe.tracking.upload_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -229,8 +229,8 @@ def _warm() -> None:
     import mlflow  # noqa: F401
     from mlflow.tracking import MlflowClient  # noqa: F401
 
-    from evalpipe.reporting import datasets, links, sync, tracking  # noqa: F401
     from evalpipe.sweeps import reuse, store, summary  # noqa: F401  (a sweep's requests)
+    from evalpipe.tracking import datasets, links, mlflow_store, sync  # noqa: F401
 
     with contextlib.suppress(Exception):  # the default store: SQLite through SQLAlchemy
         import sqlalchemy.orm
@@ -263,9 +263,9 @@ class _Serve:
     def _handle(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req.get("op")
         if op == "open":
-            from evalpipe.reporting import links, tracking
+            from evalpipe.tracking import links, mlflow_store
 
-            self.tracker, self.experiment_id = tracking.open_experiment(req["uri"], req["experiment"])
+            self.tracker, self.experiment_id = mlflow_store.open_experiment(req["uri"], req["experiment"])
             links.prepare_experiment(
                 self.tracker.client, self.experiment_id, req.get("ks") or (1, 5, 20), req.get("objective")
             )
@@ -283,7 +283,7 @@ class _Serve:
             return {"run_id": run.info.run_id}
         if op == "upload":
             from evalpipe.reporting.local import load_run
-            from evalpipe.reporting.sync import upload_saved
+            from evalpipe.tracking.sync import upload_saved
 
             upload_saved(self.tracker, req["run_id"], load_run(Path(req["dir"])))
             return {}
@@ -292,7 +292,7 @@ class _Serve:
             return {}
         if op == "finish":
             from evalpipe.reporting.local import load_run
-            from evalpipe.reporting.sync import finish_upload
+            from evalpipe.tracking.sync import finish_upload
 
             finish_upload(self.tracker, req["run_id"], load_run(Path(req["dir"])))
             self.open_runs.discard(req["run_id"])

@@ -1,7 +1,7 @@
 """Dense retrieval: a sentence-transformers bi-encoder with exact cosine top-k.
 
 The corpus is embedded once in `prepare` (and cached on disk, see
-`evalpipe.embed_cache`), each query is embedded at search time, and scores are a
+`evalpipe.rankers.dense.embed_cache`), each query is embedded at search time, and scores are a
 plain matrix-vector product over L2-normalised float32 vectors. Exact search
 rather than an ANN index keeps the measured ranking free of approximation error,
 which is what an evaluation baseline needs; at evaluation-corpus sizes (up to a
@@ -28,11 +28,11 @@ import numpy as np
 
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
-from evalpipe.embed_cache import model_fingerprint
 from evalpipe.rankers.base import BatchScoring, CorpusRanker, RankerUnavailable
-from evalpipe.rankers.embed_store import DEFAULT_MAX_BYTES, MAX_PACKS_PER_CORPUS, UnitStore, text_digest
-from evalpipe.rankers.precision import AUTO, cpu_flags, native_bf16, resolve_quantize
-from evalpipe.rankers.test_prior import TestPrior, check_mode
+from evalpipe.rankers.dense.embed_cache import model_fingerprint
+from evalpipe.rankers.dense.embed_store import DEFAULT_MAX_BYTES, MAX_PACKS_PER_CORPUS, UnitStore, text_digest
+from evalpipe.rankers.dense.precision import AUTO, cpu_flags, native_bf16, resolve_quantize
+from evalpipe.rankers.priors.test_prior import TestPrior, check_mode
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ PROGRESS_MIN_UNITS = 256
 _MODELS: dict[tuple[str, str, str | None], Any] = {}
 
 #: `engine` options: torch runs the sentence-transformers model as it is; onnx runs a local
-#: ONNX export of it with ONNX Runtime (`evalpipe.rankers.onnx_encoder`, needs evalpipe[onnx]).
+#: ONNX export of it with ONNX Runtime (`evalpipe.rankers.dense.onnx_encoder`, needs evalpipe[onnx]).
 ENGINES = ("torch", "onnx")
 
 #: `quantize` options: which Linear layers get dynamic int8 (torch `quantize_dynamic`,
@@ -314,7 +314,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         if cached is not None:
             return cached
         if self.engine == "onnx":
-            from evalpipe.rankers import onnx_encoder
+            from evalpipe.rankers.dense import onnx_encoder
 
             try:  # before loading torch, so a missing engine is reported at once
                 onnx_encoder.require_onnxruntime()
@@ -345,10 +345,10 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         return Path(tempfile.gettempdir()) / "evalpipe-onnx"
 
     def _load_onnx(self, st_model: Any, fingerprint: str) -> Any:
-        from evalpipe.rankers import onnx_encoder
+        from evalpipe.rankers.dense import onnx_encoder
 
         if fingerprint == "hub-name":  # no directory to fingerprint: key the export by the name
-            from evalpipe.embed_cache import texts_sha256
+            from evalpipe.rankers.dense.embed_cache import texts_sha256
 
             fingerprint = texts_sha256([self.model or DEFAULT_MODEL_LABEL])
         try:
@@ -545,7 +545,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         )
 
     def _demote(self, scores: np.ndarray, query: str) -> np.ndarray:
-        """The test-file prior (`evalpipe.rankers.test_prior`): a dense model puts a test of `Parse`
+        """The test-file prior (`evalpipe.rankers.priors.test_prior`): a dense model puts a test of `Parse`
         beside `Parse` itself, so with `test_prior: last` positive-cosine test units come after
         the positive-cosine non-test units unless the query asks for tests."""
         if self._prior is None:

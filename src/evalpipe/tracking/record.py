@@ -8,7 +8,7 @@ local copy is named in one line and left for `evalpipe sync`, which marks the
 half-logged run FAILED and uploads a complete one.
 
 The MLflow side runs either in this process (`tracker`) or in the warm upload worker
-(`worker`, `reporting.upload_worker`), which opens the run and uploads it while this
+(`worker`, `tracking.upload_worker`), which opens the run and uploads it while this
 process measures; the steps, their order and what a failure leaves are the same.
 """
 
@@ -43,7 +43,7 @@ class Recording:
     run_id: str | None = None
     local_id: str = field(default_factory=new_local_id)
     start_ms: int = field(default_factory=now_ms)
-    #: the fixture and corpus the run measures (`reporting.datasets`), saved and logged as inputs
+    #: the fixture and corpus the run measures (`tracking.datasets`), saved and logged as inputs
     datasets: list[dict[str, Any]] | None = None
     #: the upload worker doing the MLflow side (instead of `tracker`), and the store it opened
     worker: Any = None
@@ -54,7 +54,7 @@ class Recording:
 
     def describe_data(self, fixture: Any) -> None:
         """Record what the run is measured on; every upload logs it as MLflow dataset inputs."""
-        from evalpipe.reporting.datasets import describe
+        from evalpipe.tracking.datasets import describe
 
         self.datasets = describe(fixture)
 
@@ -66,7 +66,7 @@ class Recording:
         """Open the MLflow run (online only); it is RUNNING until `finish` or `abandon`.
 
         With a worker the request is only sent: `started` waits for the run ID."""
-        from evalpipe.reporting.sync import LOCAL_ID_TAG
+        from evalpipe.tracking.sync import LOCAL_ID_TAG
 
         if self.worker is not None:
             self.worker.holds_run = True
@@ -131,7 +131,7 @@ class Recording:
             **(extra or {}),
         }
         if self.datasets is not None:
-            from evalpipe.reporting.datasets import INFO_KEY
+            from evalpipe.tracking.datasets import INFO_KEY
 
             info[INFO_KEY] = self.datasets
         if uri is None and extra is not None and extra.get("intended_uri"):
@@ -155,15 +155,15 @@ class Recording:
             return self._upload_by_worker(figures)
         if self.tracker is None or self.run_id is None or self.out_dir is None:
             return None
-        from evalpipe.reporting import tracking
-        from evalpipe.reporting.sync import finish_upload, upload_saved
+        from evalpipe.tracking import mlflow_store
+        from evalpipe.tracking.sync import finish_upload, upload_saved
 
         saved = load_run(self.out_dir)
         try:
             upload_saved(self.tracker, self.run_id, saved)
             files = figures() if figures is not None else {}
             if files:
-                tracking.log_artifact_files(self.tracker, self.run_id, files, subdir="plots")
+                mlflow_store.log_artifact_files(self.tracker, self.run_id, files, subdir="plots")
             if log_extra is not None:
                 log_extra(self.tracker, self.run_id)
             finish_upload(self.tracker, self.run_id, saved)

@@ -15,7 +15,7 @@ for the number of occurrences (capped at 5). Ties go to corpus order. With
 `regex: true` the query is a Python regular expression (grade 3 for a case-sensitive
 match, 2 for a match ignoring case, no word-share grade); a query that does not compile
 is searched literally. With `test_prior: last` (default) test units come after the non-test
-units of their grade unless the query asks for tests (`evalpipe.rankers.test_prior`).
+units of their grade unless the query asks for tests (`evalpipe.rankers.priors.test_prior`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import numpy as np
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import CorpusRanker
-from evalpipe.rankers.test_prior import TestPrior, check_mode
-from evalpipe.tokenize import resolve_stopwords
+from evalpipe.rankers.lexical.tokenize import resolve_stopwords
+from evalpipe.rankers.priors.test_prior import TestPrior, check_mode
 
 NAME_SCORE = 4.0
 WORD_SCORE = 3.0

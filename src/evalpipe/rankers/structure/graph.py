@@ -2,8 +2,8 @@
 
 **Set questions** (`set_questions: true`, intent mode): "which types implement Binding",
 "handlers registered in routes.go", "methods of Context that modify its fields", "subcommands
-of rootCmd", "exported methods of RouterGroup" are parsed by `evalpipe.rankers.set_questions`
-and answered from the corpus structure by `evalpipe.rankers.graph_structure` (edges, kinds,
+of rootCmd", "exported methods of RouterGroup" are parsed by `evalpipe.rankers.structure.set_questions`
+and answered from the corpus structure by `evalpipe.rankers.structure.graph_structure` (edges, kinds,
 file scope); the set's members are ranked first, ordered by the base ranker's rank of the
 whole question, then the anchor, then the base ranking. A question that parses but whose
 anchor resolves to nothing falls through to the relation walk below, then to the base.
@@ -11,14 +11,14 @@ anchor resolves to nothing falls through to the relation walk below, then to the
 Two modes. **Relation intent** (`intent: true`, the shipped config): a question such as
 "what calls top_k", "which functions does RRFRanker._fuse call", "subclasses of
 EvalpipeError" or "which modules import trec" names a relation and a symbol
-(`evalpipe.rankers.relation_intent`). The symbol is looked up by exact name (else by
+(`evalpipe.rankers.structure.relation_intent`). The symbol is looked up by exact name (else by
 the base ranker on the named phrase), and a truncated personalized PageRank from it
 along that one relation scores the units it reaches; those are ranked first (ties by
 the base ranker's score for the whole question), then the seed symbols, then the
 base ranking. Any other question gets the base ranking unchanged, so the ranker can only
 move relational questions. Reached units in test files come after the non-test reached
 units (and test seeds after non-test seeds) unless the question asks for tests
-(`test_prior`, `evalpipe.rankers.test_prior`): "what calls X" wants X's callers in the
+(`test_prior`, `evalpipe.rankers.priors.test_prior`): "what calls X" wants X's callers in the
 code, not its tests.
 
 **Expansion** (`intent: false`): the base ranker's top seeds, scores normalised to
@@ -37,11 +37,11 @@ from evalpipe.core import Hit
 from evalpipe.core.unit import RELATION_KINDS
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import CorpusRanker, Ranker, top_k
-from evalpipe.rankers.exact import FULL_SCORE, ExactSymbolRanker
-from evalpipe.rankers.graph_structure import EDGE_KINDS, StructureIndex
-from evalpipe.rankers.relation_intent import RelationIntent, detect_relation
-from evalpipe.rankers.set_questions import SetQuestion, parse_set_question
-from evalpipe.rankers.test_prior import TestPrior, check_mode
+from evalpipe.rankers.lexical.exact import FULL_SCORE, ExactSymbolRanker
+from evalpipe.rankers.priors.test_prior import TestPrior, check_mode
+from evalpipe.rankers.structure.graph_structure import EDGE_KINDS, StructureIndex
+from evalpipe.rankers.structure.relation_intent import RelationIntent, detect_relation
+from evalpipe.rankers.structure.set_questions import SetQuestion, parse_set_question
 
 #: Reverse edge name for each forward relation kind stored on units (the corpus builder's
 #: kind names, `graph_structure.EDGE_KINDS`); kinds a corpus does not have are simply empty.

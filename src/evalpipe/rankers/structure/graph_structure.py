@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.set_questions import SetQuestion
+from evalpipe.rankers.structure.set_questions import SetQuestion
 
 #: Role -> the relation kind name the corpus builder stores on units (forward direction).
 EDGE_KINDS = {

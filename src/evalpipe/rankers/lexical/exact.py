@@ -26,7 +26,7 @@ Within a grade the bonus orders candidates: a kind word in the query ("type", "f
 (+0.25; modules, sections and test code get none), a top-level symbol (+0.1). Equal
 scores then go to corpus order (file path, then source order). `min_score: 2.0` keeps
 full matches only. With `test_prior: last` (default) test units come after the non-test
-units of their grade unless the query asks for tests (`evalpipe.rankers.test_prior`).
+units of their grade unless the query asks for tests (`evalpipe.rankers.priors.test_prior`).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
 from evalpipe.corpus.qualify import name_parts, unit_qualified_name
 from evalpipe.rankers.base import CorpusRanker
-from evalpipe.rankers.test_prior import TestPrior, check_mode, is_test_path
-from evalpipe.tokenize import TOKEN_PATTERN, identifier_pieces, resolve_stopwords
+from evalpipe.rankers.lexical.tokenize import TOKEN_PATTERN, identifier_pieces, resolve_stopwords
+from evalpipe.rankers.priors.test_prior import TestPrior, check_mode, is_test_path
 
 __all__ = ["ExactSymbolRanker", "is_test_path", "normalise", "query_candidates", "split_kind_words"]
 

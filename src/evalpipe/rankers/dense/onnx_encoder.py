@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.rankers.precision import cpu_flags
+from evalpipe.rankers.dense.precision import cpu_flags
 
 #: `quantize` values the ONNX engine accepts (None = the fp32 export).
 ONNX_QUANTIZE = ("int8",)

@@ -40,7 +40,7 @@ from typing import Any
 
 from evalpipe.core import Hit
 from evalpipe.rankers.base import CorpusRanker, Ranker, _key_part
-from evalpipe.rankers.rrf import RRFRanker, rrf_fuse
+from evalpipe.rankers.fusion.rrf import RRFRanker, rrf_fuse
 
 METHODS = ("linear", "rrf", "rank")
 CONFIDENCE = ("none", "gap")

@@ -1,0 +1,1 @@
+"""Fusion: several rankers answered as one (rrf: reciprocal rank fusion; hybrid: min-max linear)."""

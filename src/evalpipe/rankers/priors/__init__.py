@@ -1,0 +1,1 @@
+"""Priors: re-ordering rules that several rankers apply (tests last, module units after declarations)."""

@@ -1,0 +1,1 @@
+"""Replay: a ranker that answers from a saved run file (TREC or JSONL)."""

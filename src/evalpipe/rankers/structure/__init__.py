@@ -1,0 +1,1 @@
+"""Structure: rankers that walk the code graph (relations between units) for relational questions."""
