@@ -38,13 +38,19 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("inputs", {"inputs"}),
     ("rankers", {"rankers", "tokenize", "embed_cache", "bm25s_loader"}),
     ("scoring", {"scoring", "stats"}),
-    ("around", {"judge", "tracking", "reporting"}),
+    ("around", {"judge", "tracking", "reporting", "fixture_check"}),
     ("evaluation", {"evaluation", "preflight", "runner", "batching", "progress"}),
-    ("commands", {"compare", "gate", "suite", "sweeps", "fixture_check", "sync"}),
+    ("commands", {"compare", "gate", "suite", "sweeps"}),
     ("entry", {"__main__", "app"}),
 ]
-# Modules placed on another layer than their part (judge merge is a command).
-MODULE_LAYER = {"evalpipe.judge.merge": "commands"}
+# The same layers as the import-linter contracts in pyproject.toml (docs/architecture.md).
+# Modules placed on another layer than their part: commands whose library sits lower (the
+# fixture analysis is recorded with every run; `evalpipe merge-judgements` edits the judge's files).
+MODULE_LAYER = {
+    "evalpipe.judge.merge": "commands",
+    "evalpipe.fixture_check.cli": "commands",
+    "evalpipe.fixture_check.__main__": "commands",
+}
 
 
 def module_name(path: Path) -> str:

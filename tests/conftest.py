@@ -76,6 +76,30 @@ TINY_UNITS = [
 ]
 
 
+WIDE_SCOPES = frozenset({"module", "class", "package"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook turns the marks into work units
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The suite runs on pytest-xdist workers with `--dist loadgroup` (pyproject's addopts): a test
+    without an `xdist_group` mark is sent to whichever worker is free, one test at a time. A test
+    that uses a module- or class-scoped fixture, or a session-scoped one defined in its own module
+    (tests/test_corpus_fidelity.py's npm install into one cache directory), is grouped with the
+    rest of its module here, so that fixture (a built store, a loaded fixture, a server) is set up
+    once on one worker rather than once per worker, and never twice at the same time. Tests that
+    share something beyond one module (Ray, a PostgreSQL server) name their own group
+    (`pytest.mark.xdist_group`), which is kept as it is."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        defs = [d for ds in info.name2fixturedefs.values() for d in ds]
+        if any(d.scope in WIDE_SCOPES or (d.scope == "session" and d.baseid.endswith(".py")) for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 @pytest.fixture(autouse=True)
 def _fresh_index_memo():
     """Each test builds its own indexes (the per-process index memo would hide builds)."""

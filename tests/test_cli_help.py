@@ -41,3 +41,17 @@ def test_each_subcommand_has_its_own_help(name):
     proc = run(name, "--help")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"usage: evalpipe {name} ")
+
+
+def test_the_upload_worker_reads_the_same_list(monkeypatch):
+    # One list: the worker started before dispatch leaves every command alone, and only those.
+    from evalpipe.core import subcommands
+    from evalpipe.tracking import upload_worker
+
+    monkeypatch.delenv("EVALPIPE_UPLOAD_WORKER", raising=False)
+    assert SUBCOMMANDS is subcommands.SUBCOMMANDS is upload_worker.SUBCOMMANDS
+    for name in EXPECTED:
+        assert not upload_worker.wanted([name, "runs/a"]), name
+        assert not upload_worker.wanted_sweep([name, "-m"]), name
+    assert upload_worker.wanted(["ranker=bm25", "fixture=gold"])
+    assert upload_worker.wanted_sweep(["-m", "ranker.k1=0.9,1.2"])

@@ -228,8 +228,8 @@ def test_baseline_set_and_sync_print_the_run_page(swept, tmp_path):
 def test_the_runs_view_filter_lists_each_measured_configuration_once(swept):
     """The shared view's filter, run by the store itself: the measured points only (no reused
     copies, no sweep parents); the UI sends the same string (tests/test_ui_browser.py)."""
-    from evalpipe.sweeps.reuse import REUSED_TAG
     from evalpipe.tracking import links
+    from evalpipe.tracking.reuse import REUSED_TAG
 
     assert links.REUSED_TAG == REUSED_TAG
     client = swept["client"]

@@ -24,9 +24,9 @@ from evalpipe.rankers.lexical.bm25 import BM25Ranker  # noqa: E402
 from evalpipe.rankers.lexical.bm25f import BM25FRanker  # noqa: E402
 from evalpipe.rankers.lexical.exact import ExactSymbolRanker  # noqa: E402
 from evalpipe.rankers.lexical.grep import GrepRanker  # noqa: E402
-from evalpipe.rankers.lexical.tokenize import identifier_key  # noqa: E402
 from evalpipe.rankers.lexical.winnow import WinnowRanker  # noqa: E402
 from evalpipe.rankers.structure.graph import GraphRanker  # noqa: E402
+from evalpipe.rankers.tokenize import identifier_key  # noqa: E402
 
 #: Name words: plain, and inflected forms the English stemmer changes.
 WORDS = (

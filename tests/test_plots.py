@@ -11,7 +11,7 @@ from evalpipe.core import Hit
 from evalpipe.reporting.plots import DPI, run_plots, sweep_plots
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import score_results
-from evalpipe.sweeps.summary import SweepRow
+from evalpipe.tracking.sweep_summary import SweepRow
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -226,7 +226,7 @@ def test_verdicts():
 def test_sweep_summary_shows_a_skipped_point_as_skipped():
     from types import SimpleNamespace
 
-    from evalpipe.sweeps.summary import SKIPPED, row_from_run
+    from evalpipe.tracking.sweep_summary import SKIPPED, row_from_run
 
     def run(status: str, tags: dict) -> SimpleNamespace:
         info = SimpleNamespace(run_id="r1", run_name="x", status=status)

@@ -7,6 +7,7 @@ import pytest
 from evalpipe.core import Hit, Unit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.fusion.hybrid import HybridRanker, minmax_fuse, rank_fuse, top_gap
+from evalpipe.rankers.fusion.rrf import RRFRanker
 
 
 class Fixed:
@@ -149,3 +150,13 @@ def test_rank_method_and_bad_options():
         hybrid(confidence="softmax")
     with pytest.raises(ValueError, match="confidence_depth"):
         hybrid(confidence="gap", confidence_depth=1)
+
+
+def test_errors_shared_with_rrf_name_the_hybrid_ranker():
+    # HybridRanker's checks inherited from RRFRanker say which ranker was configured.
+    with pytest.raises(ValueError, match=r"^hybrid ranker: no components configured"):
+        HybridRanker({})
+    with pytest.raises(ValueError, match=r"^hybrid ranker: weights name unknown components \['nope'\]"):
+        HybridRanker({"lex": Fixed([])}, weights={"nope": 1.0}, router=None)
+    with pytest.raises(ValueError, match=r"^rrf ranker: no components configured"):
+        RRFRanker({})

@@ -25,7 +25,9 @@ from conftest import TINY_UNITS
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[ray]'; [dev] includes it)")
 
-pytestmark = pytest.mark.slow
+# One group with tests/test_team_postgres.py: both start Ray clusters on this machine, and a
+# head node writes /tmp/ray/ray_current_cluster, which a later `ray.init()` would join.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 FIXTURE = """\

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from evalpipe.core.fingerprint import code_fingerprint
-from evalpipe.sweeps.job import HASH_TAG, find_finished, sweep_id_for
 from evalpipe.tracking import mlflow_store
+from evalpipe.tracking.sweep_job import HASH_TAG, find_finished, sweep_id_for
 
 
 def test_skipped_or_failed_runs_are_never_reused(tracking_uri):

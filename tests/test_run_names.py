@@ -10,8 +10,8 @@ import pytest
 
 from cli_helpers import cli, write_tiny
 from evalpipe.compare.cli import main as compare_main
+from evalpipe.evaluation.naming import component_choices, qualified_choice
 from evalpipe.paths import PROJECT_ROOT
-from evalpipe.sweeps.naming import component_choices, qualified_choice
 
 CONF = PROJECT_ROOT / "conf"
 

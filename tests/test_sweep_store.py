@@ -1,4 +1,4 @@
-"""A sweep's store work through the warm upload worker (evalpipe.sweeps.store).
+"""A sweep's store work through the warm upload worker (evalpipe.tracking.sweep_store).
 
 Real sweeps in real processes on real SQLite stores: a fully reused sweep whose parent asks the
 worker records exactly what the same sweep records in its own process (EVALPIPE_UPLOAD_WORKER=0),
@@ -29,8 +29,8 @@ from cli_helpers import (
     write_tiny,
 )
 from evalpipe.safety.signals import child_pids
-from evalpipe.sweeps.reuse import REUSED_TAG
-from evalpipe.sweeps.store import WorkerStore
+from evalpipe.tracking.reuse import REUSED_TAG
+from evalpipe.tracking.sweep_store import WorkerStore
 from evalpipe.tracking.upload_worker import UploadWorker, wanted_sweep
 
 AXIS = ["ranker=bm25", "ranker.k1=0.9,1.2,1.5", "progress=false"]

@@ -29,7 +29,8 @@ from test_ray import (
     write_fixture,
 )
 
-pytestmark = pytest.mark.slow
+# With tests/test_ray.py on one pytest-xdist worker: both start Ray clusters (see there).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 SCRIPT = ROOT / "scripts" / "team_server.py"
 _spec = importlib.util.spec_from_file_location("team_server", SCRIPT)
 team_server = importlib.util.module_from_spec(_spec)

@@ -7,7 +7,7 @@ import bm25s
 import pytest
 import Stemmer
 
-from evalpipe.rankers.lexical.tokenize import CodeTokenizer, CompoundSplitter, identifier_key, split_word
+from evalpipe.rankers.tokenize import CodeTokenizer, CompoundSplitter, identifier_key, split_word
 
 RAW = CodeTokenizer(stemmer=None, stopwords=None, code_aware=True)
 

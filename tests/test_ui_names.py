@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from evalpipe.evaluation.naming import point_name, round_floats
 from evalpipe.reporting.headline import clip
 from evalpipe.reporting.params import measurement_params
 from evalpipe.scoring.names import lookup, metric_name
-from evalpipe.sweeps.naming import point_name, round_floats
 from evalpipe.tracking import links
 
 
@@ -154,7 +154,7 @@ def test_clip_keeps_whole_lines_under_the_limit():
 
 
 def test_sweep_summary_top_points_best_line_and_description():
-    from evalpipe.sweeps.summary import SweepRow, best_line, sweep_description, top_points
+    from evalpipe.tracking.sweep_summary import SweepRow, best_line, sweep_description, top_points
 
     def row(job, rid, status, k1, metrics):
         return SweepRow(job, rid * 32, f"bm25 k1={k1}", status, {"ranker.k1": k1}, metrics)

@@ -2,8 +2,9 @@
 
 `evalpipe compare ...`, `evalpipe check-fixture ...`, `evalpipe merge-judgements ...`,
 `evalpipe sync ...`, `evalpipe gate ...` and `evalpipe baseline ...` are dispatched to their
-commands (`SUBCOMMANDS`) before Hydra parses the command line; `evalpipe --help` lists them
-above Hydra's own help (the config groups), and `evalpipe <command> --help` is each one's help.
+commands (`SUBCOMMANDS`, listed once in `evalpipe.core.subcommands`) before Hydra parses the
+command line; `evalpipe --help` lists them above Hydra's own help (the config groups), and
+`evalpipe <command> --help` is each one's help.
 SIGINT/SIGTERM that reach here (outside a run's own handling: while Hydra composes, in a
 sweep's parent) end with one line and 130/143, never a traceback.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from dataclasses import dataclass
 
 if __name__ == "__main__":  # `python -m evalpipe`: start the upload worker before importing Hydra
     from evalpipe.tracking import upload_worker
@@ -22,40 +22,10 @@ if __name__ == "__main__":  # `python -m evalpipe`: start the upload worker befo
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
+from evalpipe.core.subcommands import SUBCOMMANDS  # noqa: E402
 from evalpipe.paths import PROJECT_ROOT  # noqa: E402
 
 CONF_DIR = str(PROJECT_ROOT / "conf")
-
-
-@dataclass(frozen=True)
-class Subcommand:
-    """A command run instead of an evaluation: its `main(argv) -> exit code`, and one line of help."""
-
-    module: str
-    function: str
-    summary: str
-
-
-SUBCOMMANDS: dict[str, Subcommand] = {
-    "compare": Subcommand(
-        "evalpipe.compare.cli", "main", "are differences between runs real? paired CIs and p-values"
-    ),
-    "check-fixture": Subcommand(
-        "evalpipe.fixture_check.cli", "main", "does a fixture measure what its tiers claim? flagged cases"
-    ),
-    "merge-judgements": Subcommand(
-        "evalpipe.judge.merge", "main", "add reviewed judge verdicts (judged.tsv) to a new fixture version"
-    ),
-    "sync": Subcommand(
-        "evalpipe.tracking.sync", "main", "upload runs saved offline (or while the store was down) to MLflow"
-    ),
-    "gate": Subcommand(
-        "evalpipe.gate.cli", "gate_main", "did a change make retrieval worse than a baseline? exit 0 / 1 / 2"
-    ),
-    "baseline": Subcommand(
-        "evalpipe.gate.cli", "baseline_main", "name, list or export the baselines the gate compares with"
-    ),
-}
 
 
 def usage() -> str:
@@ -75,6 +45,7 @@ def usage() -> str:
 
 @hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")
 def hydra_main(cfg: DictConfig) -> float:
+    # lazy: evalpipe.app, numpy, ~128 ms
     from evalpipe.app import evaluate
 
     return evaluate(cfg)
@@ -85,6 +56,7 @@ def main() -> None:
     try:
         _main()
     except BrokenPipeError:
+        # lazy: standard library, <1 ms (in a try)
         import os
 
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -106,6 +78,7 @@ def exit_now(code: object) -> None:
     worker, logging, joblib/Ray shutdowns; stdout/stderr flushed) and then leaves with
     `os._exit`.
     """
+    # lazy: standard library, ~1 ms
     import atexit
     import contextlib
     import os
@@ -129,6 +102,7 @@ def exit_now(code: object) -> None:
 
 
 def _main() -> None:
+    # lazy: evalpipe.safety, ~3 ms
     from evalpipe.safety import signals
 
     if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
@@ -137,9 +111,11 @@ def _main() -> None:
         sys.exit(run(sys.argv[2:]))
     if any(a in ("--help", "-h") for a in sys.argv[1:]):
         print(usage())
+    # lazy: evalpipe.tracking, ~11 ms
     from evalpipe.tracking import upload_worker
 
     upload_worker.spawn_early(sys.argv[1:])  # imports MLflow on the other core while this run measures
+    # lazy: evalpipe.evaluation, evalpipe.safety, ~5 ms
     from evalpipe.evaluation import hydra_mode
     from evalpipe.safety import hydra_errors
 

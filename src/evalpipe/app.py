@@ -18,6 +18,7 @@ def evaluate(cfg: DictConfig) -> float:
     """Run one evaluation and return `cfg.objective` (so sweepers can optimise it)."""
     with signals.handled():
         if cfg.get("suite"):  # several fixtures, one child run each (evalpipe.suite.run)
+            # lazy: evalpipe.suite.run, ~9 ms
             from evalpipe.suite.run import evaluate_suite
 
             return evaluate_suite(cfg)

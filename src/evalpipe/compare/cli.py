@@ -29,6 +29,7 @@ from evalpipe.compare.runs import (
 )
 from evalpipe.compare.suites import compare_suites, is_suite_run
 from evalpipe.reporting import case_diff_view
+from evalpipe.safety.errors import print_error
 from evalpipe.stats.comparison import CompareError, case_diffs, compare_runs
 
 EXAMPLES = """\
@@ -110,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # lazy: rich, ~24 ms
     from rich.console import Console
 
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -152,8 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = compare_runs(runs, baseline, args.metrics, args.resamples, args.alpha, args.seed)
         diffs = case_diffs(result, args.cases, args.top) if args.cases is not None else []
     except CompareError as exc:
-        print(f"evalpipe compare: error: {exc}", file=sys.stderr)
+        print_error(exc, prog="evalpipe compare")
         return 2
+    # lazy: rich, ~18 ms
     from rich.markup import escape
 
     for note in reuse_notes:  # how each reused sweep point was compared
@@ -175,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.experiment:
             experiment_id = client.get_experiment_by_name(args.experiment).experiment_id
         run_id = log_comparison(tracker, result, text, experiment_id, args, diffs)
+        # lazy: evalpipe.tracking.links, ~4 ms
         from evalpipe.tracking.links import run_link_suffix
 
         link = run_link_suffix(tracker.uri, experiment_id, run_id)

@@ -20,6 +20,7 @@ def log_comparison(
     diffs: Sequence[Any] = (),
 ) -> str:
     """Record the comparison as its own MLflow run (role compare) so it sits beside the runs it judges."""
+    # lazy: evalpipe.tracking, ~23 ms
     from evalpipe.tracking import mlflow_store
 
     tags = {

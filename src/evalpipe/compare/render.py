@@ -43,6 +43,7 @@ def caption(result: Result, resamples: int, alpha: float) -> str:
 
 
 def markdown(result: Result, resamples: int, alpha: float) -> str:
+    # lazy: evalpipe.reporting.report, yaml, ~46 ms
     from evalpipe.reporting.report import markdown_table
 
     lines = ["# evalpipe compare", "", f"_{caption(result, resamples, alpha)}_", ""]
@@ -53,6 +54,7 @@ def markdown(result: Result, resamples: int, alpha: float) -> str:
 
 
 def print_table(console: Any, result: Result, resamples: int, alpha: float) -> None:
+    # lazy: rich, ~38 ms
     from rich.markup import escape
     from rich.table import Table
 

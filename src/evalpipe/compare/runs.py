@@ -9,17 +9,19 @@ import json
 import re
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from evalpipe.stats.comparison import CASES_ARTIFACT, CompareError, RunCases, cases_from_rows
-from evalpipe.sweeps.reuse import REUSED_TAG, is_reuse
+from evalpipe.tracking.reuse import REUSED_TAG, is_reuse
 
 EXCLUDED_ROLES = ("parent", "compare", "gate")
 
 
 def open_tracker(uri: str | None) -> Any:
     """A tracker on an existing store; never creates one (a typo must not leave an empty database)."""
+    # lazy: evalpipe.tracking, ~12 ms
     from evalpipe.tracking import mlflow_store
 
     resolved = mlflow_store.normalise_uri(uri)
@@ -69,7 +71,8 @@ def resolve_prefix(client: Any, prefix: str) -> str:
             f"run ID {prefix!r} is neither a 32-character run ID nor a prefix of at least "
             f"{MIN_PREFIX} hex digits"
         )
-    from evalpipe.sweeps.summary import search_all
+    # lazy: evalpipe.tracking.sweep_summary, yaml, ~48 ms
+    from evalpipe.tracking.sweep_summary import search_all
 
     matches = sorted({r.info.run_id for r in search_all(client, "") if r.info.run_id.startswith(prefix)})
     if not matches:
@@ -103,7 +106,8 @@ def select_runs(client: Any, args: argparse.Namespace) -> tuple[list[Any], list[
         failed = _search(client, [exp.experiment_id], "attributes.status = 'FAILED'")
         runs += [r for r in failed if r.data.tags.get("evalpipe.skipped")]
     else:
-        from evalpipe.sweeps.summary import search_all, sweep_run_ids
+        # lazy: evalpipe.tracking.sweep_summary, yaml, ~46 ms
+        from evalpipe.tracking.sweep_summary import search_all, sweep_run_ids
 
         ids = sweep_run_ids(client, args.sweep)
         if not ids:
@@ -132,6 +136,7 @@ def select_runs(client: Any, args: argparse.Namespace) -> tuple[list[Any], list[
 def by_split(runs: list[Any], wanted: str | None, explicit: bool) -> list[Any]:
     """Runs of one split (tag evalpipe.split; none = all): dev and test runs share no case, so an
     experiment holding both (a dev sweep and its hold-out re-runs) needs --split."""
+    # lazy: evalpipe.inputs.split, ~8 ms
     from evalpipe.inputs.split import SPLIT_TAG
 
     def split_of(run: Any) -> str:
@@ -159,9 +164,9 @@ def load_cases(client: Any, run: Any) -> RunCases:
 
     A reused sweep point is read as the run it reuses (through any chain of reuses): its figures
     are that run's and its per-case table is there; `aliases` and `reuse_line` record the point."""
-    from dataclasses import replace
 
-    from evalpipe.sweeps.measured import MissingOriginal, follow
+    # lazy: evalpipe.tracking.measured, ~2 ms
+    from evalpipe.tracking.measured import MissingOriginal, follow
 
     if is_reuse(run):
         try:
@@ -223,7 +228,6 @@ def measured_runs(client: Any, mlflow_runs: Sequence[Any]) -> tuple[list[RunCase
 
 
 def replace_aliases(cases: RunCases, aliases: tuple[str, ...]) -> RunCases:
-    from dataclasses import replace
 
     return replace(cases, aliases=aliases)
 
@@ -231,6 +235,7 @@ def replace_aliases(cases: RunCases, aliases: tuple[str, ...]) -> RunCases:
 def data_notes(runs: Sequence[Any]) -> list[str]:
     """A warning when the runs were measured on different data (fixture or corpus sha256, read from
     their MLflow dataset inputs, else their tags): their differences then say nothing about rankers."""
+    # lazy: evalpipe.tracking.datasets, ~6 ms
     from evalpipe.tracking.datasets import logged_data
 
     groups: dict[tuple[str, str], list[str]] = {}

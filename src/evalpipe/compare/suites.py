@@ -8,12 +8,12 @@ table labelled with the suite runs' names.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from typing import Any
 
 from evalpipe.compare.render import markdown, print_table
 from evalpipe.compare.runs import load_cases, pick_baseline
+from evalpipe.safety.errors import print_error
 from evalpipe.stats.comparison import CompareError, compare_runs
 from evalpipe.suite.members import MEMBER_ROLE, SUITE_FIXTURE_TAG, SUITE_TAG
 
@@ -25,7 +25,8 @@ def is_suite_run(run: Any) -> bool:
 
 def members_of(client: Any, run: Any) -> dict[str, Any]:
     """{fixture: its FINISHED run} under suite run `run`."""
-    from evalpipe.sweeps.summary import search_all
+    # lazy: evalpipe.tracking.sweep_summary, yaml, ~40 ms
+    from evalpipe.tracking.sweep_summary import search_all
 
     found = search_all(client, f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
     out = {}
@@ -49,7 +50,7 @@ def compare_suites(
                 f"suite run {s.info.run_name} ({s.info.run_id[:8]}): fixture(s) {extra} not in every suite"
             )
     if not shared:
-        print("evalpipe compare: error: the suite runs share no finished fixture run", file=sys.stderr)
+        print_error("the suite runs share no finished fixture run", prog="evalpipe compare")
         return 2
     texts = []
     for note in notes:
@@ -65,7 +66,7 @@ def compare_suites(
             baseline = suite_baseline(suites, runs, args.baseline, pick_baseline)
             result = compare_runs(runs, baseline, args.metrics, args.resamples, args.alpha, args.seed)
         except CompareError as exc:
-            print(f"evalpipe compare: error: fixture {fixture}: {exc}", file=sys.stderr)
+            print_error(f"fixture {fixture}: {exc}", prog="evalpipe compare")
             return 2
         for w in result.warnings:
             err.print(f"[yellow]warning:[/] {fixture}: {w}")

@@ -17,7 +17,7 @@ from evalpipe.corpus.build import (
     build_corpus,
 )
 from evalpipe.corpus.markdown import DEFAULT_SECTION_CHARS
-from evalpipe.corpus.model import write_jsonl_corpus
+from evalpipe.corpus.model import CorpusError, load_jsonl_corpus, write_jsonl_corpus
 from evalpipe.corpus.python_src import DEFAULT_EXCERPT_CHARS
 from evalpipe.corpus.stats import corpus_stats, write_corpus_stats
 
@@ -113,7 +113,6 @@ def make_parser() -> argparse.ArgumentParser:
 
 def _summarize(path: Path, stats_path: Path | None) -> int:
     """Statistics of an existing corpus (corpora built before `is_test` derive it from paths)."""
-    from evalpipe.corpus.model import CorpusError, load_jsonl_corpus
 
     try:
         corpus = load_jsonl_corpus(path)
@@ -147,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     exclude = list(args.exclude) + ([] if args.no_default_excludes else list(DEFAULT_EXCLUDE))
     languages = ["markdown"] if args.markdown_only else list(CODE_LANGUAGES) if args.code_only else None
 
+    # lazy: evalpipe.corpus.treesitter_src, ~6 ms
     from evalpipe.corpus.treesitter_src import TreeSitterUnavailable
 
     started = time.perf_counter()

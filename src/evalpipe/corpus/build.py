@@ -70,6 +70,7 @@ def language_of(path: str) -> str | None:
     ext = PurePosixPath(path).suffix.lower()
     if ext in _EXT_LANGUAGE:
         return _EXT_LANGUAGE[ext]
+    # lazy: evalpipe.corpus.treesitter_src, ~6 ms
     from evalpipe.corpus.treesitter_src import EXTENSIONS  # no tree-sitter import happens here
 
     return EXTENSIONS[ext][0] if ext in EXTENSIONS else None
@@ -233,6 +234,7 @@ def build_corpus(
             python_sources, excerpt_chars, on_error=_warn, root_package=root_package
         )
     if ts_sources:
+        # lazy: evalpipe.corpus.treesitter_src, ~6 ms
         from evalpipe.corpus.treesitter_src import build_tree_sitter_units
 
         generated += build_tree_sitter_units(ts_sources, excerpt_chars, go_module_path(root), on_error=_warn)

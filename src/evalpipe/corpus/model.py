@@ -154,6 +154,7 @@ _ABSENT = object()
 
 def load_jsonl_corpus(path: str | Path, name: str = "") -> Corpus:
     """Load a JSONL (optionally gzipped) corpus; errors name the file and line."""
+    # lazy: evalpipe.core.files, ~2 ms
     from evalpipe.core.files import BOM, InputFileError, read_text, require_file
 
     path = Path(path)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from evalpipe.inputs.fixture import Fixture
 from evalpipe.reporting.report import ReportRow, markdown_report
@@ -45,6 +46,7 @@ def case_table(results: list[CaseResult], scores: RunScores) -> dict[str, list[A
 
 def trec_run_text(results: list[CaseResult], tag: str) -> str:
     """The run as a TREC run file, so it can be re-scored with trec_eval or ranx."""
+    # lazy: evalpipe.inputs.trec, ~2 ms
     from evalpipe.inputs.trec import write_trec_run
 
     with tempfile.TemporaryDirectory(prefix="evalpipe-") as tmp:
@@ -58,7 +60,8 @@ def misses_jsonl(scores: RunScores) -> str:
 
 
 def run_files(
-    cfg: DictConfig,
+    masked_config: Mapping[str, Any],
+    ks: Sequence[int],
     fixture: Fixture,
     row: ReportRow,
     results: list[CaseResult],
@@ -66,13 +69,11 @@ def run_files(
     revision: str,
     notes: list[str],
 ) -> dict[str, str]:
-    """The run's files: report.md, config.yaml and, when cases ran, misses, run.trec and cases.jsonl."""
-    from evalpipe.safety.secrets import mask_config
+    """The run's files: report.md, config.yaml and, when cases ran, misses, run.trec and cases.jsonl.
 
-    masked = mask_config(
-        OmegaConf.to_container(cfg, resolve=True), OmegaConf.to_container(cfg, resolve=False)
-    )
-    files = {"config.yaml": OmegaConf.to_yaml(OmegaConf.create(masked))}
+    `masked_config` is the resolved config with its secrets masked (`safety.secrets.mask_config`),
+    as the run logs it: the config is not read or resolved again here."""
+    files = {"config.yaml": OmegaConf.to_yaml(OmegaConf.create(dict(masked_config)))}
     scores = row.scores
     if scores is not None and table is not None:
         files["misses.jsonl"] = misses_jsonl(scores)
@@ -85,6 +86,6 @@ def run_files(
             for i in range(len(results))
         )
     files["report.md"] = markdown_report(
-        fixture.label, [row], list(cfg.ks), fixture.tier_counts(), revision=revision, notes=notes
+        fixture.label, [row], list(ks), fixture.tier_counts(), revision=revision, notes=notes
     )
     return files

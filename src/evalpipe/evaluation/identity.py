@@ -14,6 +14,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from evalpipe.evaluation.naming import point_name, qualified_choice
+from evalpipe.paths import PROJECT_ROOT
+
 # Keys that change where/how a run is recorded, not what is measured.
 NON_MEASURING_KEYS = (
     "tracking",
@@ -38,6 +41,7 @@ def config_hash(cfg: Mapping[str, Any], *identity: str) -> str:
     (fixture sha256, code fingerprint). A sweep resumes by skipping hashes already FINISHED."""
     measured = {k: v for k, v in cfg.items() if k not in NON_MEASURING_KEYS}
     if "ranker" in measured:  # batch size, cache dir, device: how fast, not what (reporting.params)
+        # lazy: evalpipe.reporting.params, ~1 ms
         from evalpipe.reporting.params import without_execution_keys
 
         measured["ranker"] = without_execution_keys(measured["ranker"])
@@ -51,6 +55,7 @@ def config_hash(cfg: Mapping[str, Any], *identity: str) -> str:
 def hydra_context() -> tuple[str, list[str], Path | None]:
     """(ranker choice, task overrides, output dir) of the current Hydra job, if any."""
     try:
+        # lazy: hydra, ~74 ms (in a try)
         from hydra.core.hydra_config import HydraConfig
 
         hc = HydraConfig.get()
@@ -60,9 +65,6 @@ def hydra_context() -> tuple[str, list[str], Path | None]:
     overrides = [str(o) for o in OmegaConf.to_container(hc.overrides.task, resolve=False)]  # type: ignore[union-attr]
     choice = hc.runtime.choices.get("ranker")
     if choice:  # `graph(base=bm25f)` when a nested component is not its config's default
-        from evalpipe.paths import PROJECT_ROOT
-        from evalpipe.sweeps.naming import qualified_choice
-
         choice = qualified_choice(dict(hc.runtime.choices), PROJECT_ROOT / "conf")
     if not choice:  # plug-in given as ranker._target_ without a config group option
         target = next((o.split("=", 1)[1] for o in overrides if "ranker._target_=" in o), "plugin")
@@ -83,6 +85,4 @@ def experiment_name(cfg: DictConfig) -> str:
 
 
 def default_run_name(ranker_choice: str, overrides: list[str]) -> str:
-    from evalpipe.sweeps.naming import point_name
-
     return point_name(ranker_choice, overrides)

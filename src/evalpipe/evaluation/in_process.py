@@ -43,6 +43,7 @@ def score_config(
     """Build `cfg.ranker` (hydra `instantiate`), prepare it on `fixture`'s corpus, run every case
     at the config's largest K and score at `ks` (default the config's) with `families`
     (default the config's `metrics`)."""
+    # lazy: hydra, omegaconf, ~112 ms
     from hydra.utils import instantiate
 
     prepared = prepare_ranker(instantiate(cfg.ranker), fixture.corpus)

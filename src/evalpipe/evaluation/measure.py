@@ -1,11 +1,14 @@
-"""Measuring one run: every case through the prepared ranker, then scored, with its cost figures."""
+"""Measuring one run: every case through the prepared ranker, then scored, with its cost figures.
+
+Reads the checked settings (`preflight.Checked`), never the Hydra config: ks, metric families,
+the per-query timeout, batching and the progress line were all checked before the first case.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Any
-
-from omegaconf import DictConfig
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from evalpipe.evaluation.batching import run_search
 from evalpipe.evaluation.runner import PreparedRanker, peak_memory_mb
@@ -14,47 +17,52 @@ from evalpipe.scoring.outcome import unknown_ids
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import RunScores, score_results
 
+if TYPE_CHECKING:
+    from rich.console import Console
 
-def score(cfg: DictConfig, fixture: Fixture, results: list[CaseResult]) -> RunScores:
+    from evalpipe.evaluation.preflight import Checked
+
+
+def score(checked: Checked, fixture: Fixture, results: list[CaseResult]) -> RunScores:
     return score_results(
         results,
-        list(cfg.ks),
-        list(cfg.metrics),
+        list(checked.ks),
+        list(checked.metrics),
         tiers=fixture.tiers,
         units={u.id: u for u in fixture.corpus} if any(r.labels for r in results) else None,
     )
 
 
 def measure(
-    cfg: DictConfig,
+    checked: Checked,
     prepared: PreparedRanker,
     fixture: Fixture,
-    count_tokens,
+    count_tokens: Callable[[str], int],
     run_name: str,
-    err,
+    err: Console,
     results: list[CaseResult] | None = None,
 ) -> tuple[list[CaseResult], RunScores | None, dict[str, float]]:
     """Run and score every case (nothing for a skipped ranker); also the build/eval cost figures.
 
     Cases are appended to `results` as they finish (what an interrupted run still has)."""
+    # lazy: rich, evalpipe.evaluation.progress, ~19 ms
     from rich.markup import escape
 
     from evalpipe.evaluation.progress import case_progress
 
-    ks = list(cfg.ks)
-    timeout_s = cfg.get("timeout_s")
+    ks, timeout_s = list(checked.ks), checked.timeout_s
     figures = {"index_build_seconds": prepared.build_seconds, "corpus_units": float(len(fixture.corpus))}
     results = [] if results is None else results
     scores = None
     if not prepared.skipped:
         progress = None
-        if cfg.get("progress", True):
+        if checked.progress:
 
             def progress(cases):
                 return case_progress(cases, escape(f"{run_name} on {fixture.name}"), err, timeout_s)
 
         start = time.perf_counter()
-        batch, sample = cfg.get("batch", "auto"), cfg.get("latency_sample", 100)
+        batch, sample = checked.batch, checked.latency_sample
         _, plan = run_search(
             prepared.ranker,
             fixture,
@@ -68,7 +76,7 @@ def measure(
         )
         figures["eval_seconds"] = time.perf_counter() - start
         figures["search_batched"] = float(plan.batched)
-        scores = score(cfg, fixture, results)
+        scores = score(checked, fixture, results)
         figures["unknown_ids"] = float(unknown_ids(results, fixture.corpus).count)
     figures["peak_memory_mb"] = peak_memory_mb()
     for key, value in run_stats(prepared).items():

@@ -10,13 +10,16 @@ line (an `EvalpipeError`) and no run is created.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from evalpipe.evaluation.batching import parse_settings
+from evalpipe.evaluation.runner import run_case
 from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.safety.errors import EvalpipeError
 
@@ -39,7 +42,8 @@ class ConfigError(EvalpipeError):
 
 @dataclass(frozen=True)
 class Checked:
-    """What `evaluate` needs once the input is known to be good."""
+    """What `evaluate` needs once the input is known to be good: the config read once, into
+    checked values; the stages read these, and nothing below them sees the Hydra config."""
 
     resolved: dict[str, Any]
     ks: list[int]
@@ -52,6 +56,11 @@ class Checked:
     ranker: Any
     warnings: tuple[str, ...] = ()
     split: Any = None  # evalpipe.inputs.split.SplitSettings
+    #: the config as written (`${oc.env:...}` unresolved): what the saved config.yaml masks from
+    raw: dict[str, Any] = field(default_factory=dict)
+    progress: bool = True
+    batch: str = "auto"  # auto | true | false
+    latency_sample: int = 100
 
 
 def missing_values(node: Any, prefix: str = "") -> list[str]:
@@ -89,6 +98,7 @@ def check_ks(raw: Any) -> list[int]:
 
 
 def check_metrics(raw: Any) -> list[str]:
+    # lazy: evalpipe.scoring.metrics, ~3 ms
     from evalpipe.scoring.metrics import FAMILIES
 
     choices = ", ".join(FAMILIES)
@@ -114,6 +124,7 @@ def check_switches(resolved: Mapping[str, Any]) -> None:
 
 
 def check_plots(raw: Any) -> None:
+    # lazy: evalpipe.reporting.plots, ~2 ms
     from evalpipe.reporting.plots import plot_mode
 
     try:
@@ -135,6 +146,7 @@ def check_token_encoding(raw: Any) -> None:
     if not isinstance(raw, str) or not raw:
         raise ConfigError(f"token_encoding must be a tiktoken encoding name such as cl100k_base, got {raw!r}")
     try:
+        # lazy: tiktoken, ~10 ms (in a try)
         import tiktoken
 
         names = tiktoken.list_encoding_names()
@@ -159,7 +171,7 @@ def produced_metric_names(
     """Every figure a run of this fixture with these ks/metrics logs: scored on one empty result
     per tier (and per kind of RAG label), so the names come from the scoring code itself.
     `judged`: a judge is configured, so its judged_* figures are produced too."""
-    from evalpipe.evaluation.runner import run_case
+    # lazy: evalpipe.scoring.run, ~8 ms
     from evalpipe.scoring.run import flat_metrics, score_results
 
     class _Nothing:
@@ -170,11 +182,13 @@ def produced_metric_names(
     for case in fixture.cases:
         sample.setdefault((case.tier, case.has_rag_labels), case)
     results = [run_case(_Nothing(), c, max(ks), None, len) for c in sample.values()]
+    # lazy: evalpipe.scoring.names, ~2 ms
     from evalpipe.scoring.names import metric_name
 
     scores = score_results(results, ks, families, tiers=fixture.tiers)
     names = set(flat_metrics(scores)) | set(RUN_FIGURES)
     if judged:
+        # lazy: evalpipe.judge.judged_metrics, ~4 ms
         from evalpipe.judge.judged_metrics import figure_names
 
         names |= figure_names(results, ks, fixture.tiers)  # judged_* and, below full coverage, partial_*
@@ -187,6 +201,7 @@ def check_objective(raw: Any, produced: set[str], strict: bool) -> str:
     Only enforced when it matters (`strict`: given explicitly, or a sweep); a single run with
     the default objective and other ks simply has no objective value.
     """
+    # lazy: evalpipe.scoring.names, ~2 ms
     from evalpipe.scoring.names import metric_name
 
     objective = str(raw) if raw is not None else DEFAULT_OBJECTIVE
@@ -226,6 +241,7 @@ def _one_line(exc: BaseException) -> str:
 
 def build(node: Any, what: str) -> Any:
     """hydra.utils.instantiate with errors as one line naming what could not be built and why."""
+    # lazy: hydra, ~146 ms
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
@@ -244,6 +260,7 @@ def build(node: Any, what: str) -> Any:
 
 def is_multirun() -> bool:
     try:
+        # lazy: hydra, ~142 ms (in a try)
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
@@ -252,30 +269,41 @@ def is_multirun() -> bool:
         return False
 
 
-def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
+def check(
+    cfg: DictConfig,
+    overrides: Sequence[str] = (),
+    containers: tuple[dict[str, Any] | None, dict[str, Any]] | None = None,
+) -> Checked:
     """Validate config, fixture, corpus, ranker and replayed files; raise an EvalpipeError on the first
-    problem. `overrides` (Hydra's task overrides) tell an explicitly given objective from the default."""
+    problem. `overrides` (Hydra's task overrides) tell an explicitly given objective from the default.
+    `containers`: the config already turned into (resolved, raw) plain containers by the caller
+    (`safety.secrets.register_config`; resolved None if it could not resolve), so it is read once."""
     missing = missing_values(cfg)
     if missing:
         raise ConfigError(
             f"missing value for {', '.join(missing)}: give it on the command line, e.g. {missing[0]}=..."
         )
-    try:
-        resolved = OmegaConf.to_container(cfg, resolve=True)
-    except Exception as exc:  # an interpolation that cannot resolve (e.g. ${oc.env:...} unset)
-        raise ConfigError(f"cannot resolve the config: {_one_line(exc)}") from None
-    assert isinstance(resolved, dict)
+    resolved, raw = containers if containers is not None else (None, None)
+    if resolved is None:
+        try:
+            resolved = OmegaConf.to_container(cfg, resolve=True)
+        except Exception as exc:  # an interpolation that cannot resolve (e.g. ${oc.env:...} unset)
+            raise ConfigError(f"cannot resolve the config: {_one_line(exc)}") from None
+    if raw is None:
+        raw = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(resolved, dict) and isinstance(raw, dict)
     ks = check_ks(resolved.get("ks"))
     families = check_metrics(resolved.get("metrics"))
     check_switches(resolved)
     run_name = check_run_name(resolved.get("run_name"))
     timeout_s = check_timeout(resolved.get("timeout_s"))
     check_token_encoding(resolved.get("token_encoding", "cl100k_base"))
-    parse_settings(resolved.get("batch", "auto"), resolved.get("latency_sample", 100))
+    batch, latency_sample = parse_settings(resolved.get("batch", "auto"), resolved.get("latency_sample", 100))
     check_plots(resolved.get("plots", "recall"))
     if not isinstance(resolved.get("objective", DEFAULT_OBJECTIVE), str):
         raise ConfigError(f"objective must be a metric name, got {resolved.get('objective')!r}")
 
+    # lazy: evalpipe.inputs, ~3 ms
     from evalpipe.inputs import fixture_memo, split
 
     settings = split.settings_from(resolved["fixture"])  # a bad split setting stops before any loading
@@ -310,6 +338,10 @@ def check(cfg: DictConfig, overrides: Sequence[str] = ()) -> Checked:
         ranker=ranker,
         warnings=tuple(warnings),
         split=settings,
+        raw=raw,
+        progress=bool(resolved.get("progress", True)),
+        batch=batch,
+        latency_sample=latency_sample,
     )
 
 
@@ -331,6 +363,7 @@ def check_sweep(cfg: DictConfig, swept: Sequence[str] = ()) -> None:
     families = check_metrics(resolved.get("metrics"))
     if any(k == "fixture" or k.startswith("fixture.") for k in swept):
         return
+    # lazy: evalpipe.inputs, ~3 ms
     from evalpipe.inputs import fixture_memo, split
 
     try:
@@ -345,9 +378,8 @@ def check_sweep(cfg: DictConfig, swept: Sequence[str] = ()) -> None:
 
 def check_output_dir(path: str) -> None:
     """A sweep's folder must be creatable and writable before the sweep records anything."""
-    import os
-    from pathlib import Path
 
+    # lazy: evalpipe.safety.hydra_errors, ~5 ms
     from evalpipe.safety.hydra_errors import os_error_line
 
     try:

@@ -18,6 +18,7 @@ SLOW_AFTER_S = 3.0
 
 
 def slow_description(description: str, case_id: str, seconds: float, timeout_s: float | None) -> str:
+    # lazy: rich, ~18 ms
     from rich.markup import escape
 
     limit = f" of {timeout_s:g}s" if timeout_s else ""
@@ -32,6 +33,7 @@ def case_progress(
     slow_after: float = SLOW_AFTER_S,
 ) -> Iterator[Case]:
     """Yield `cases` under a transient rich progress bar; the case in hand is named once it is slow."""
+    # lazy: rich, ~33 ms
     from rich.progress import Progress
 
     current: list[Any] = [None, 0.0]  # case id, start time (monotonic)

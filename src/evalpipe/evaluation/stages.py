@@ -23,10 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from evalpipe import __version__
 from evalpipe.core.fingerprint import code_fingerprint
+from evalpipe.corpus import corpus_metrics
 from evalpipe.evaluation.files import case_table, run_files
 from evalpipe.evaluation.identity import config_hash, default_run_name, experiment_name, hydra_context
 from evalpipe.evaluation.measure import measure as measure_cases
@@ -39,10 +40,10 @@ from evalpipe.inputs.split import SPLIT_TAG
 from evalpipe.reporting.headline import NOTE_TAG, run_description
 from evalpipe.reporting.local import PARTIAL_MARK
 from evalpipe.reporting.params import measurement_params
-from evalpipe.reporting.plots import plot_mode
-from evalpipe.reporting.report import ReportRow
+from evalpipe.reporting.plots import plot_mode, run_figures
+from evalpipe.reporting.report import ReportRow, print_tables
 from evalpipe.safety import signals
-from evalpipe.safety.errors import EvalpipeError
+from evalpipe.safety.errors import EvalpipeError, fail, print_error
 from evalpipe.safety.secrets import mask_config, mask_mapping, mask_text, register_config
 from evalpipe.scoring.names import lookup, named
 from evalpipe.scoring.outcome import error_note, unknown_ids, verdict
@@ -51,14 +52,9 @@ from evalpipe.scoring.run import RunScores, flat_metrics
 from evalpipe.scoring.tokens import get_token_counter
 
 
-def fail(message: str, code: int = 2) -> None:
-    """Stop with one clear line on stderr (no traceback)."""
-    print(f"evalpipe: error: {mask_text(message)}", file=sys.stderr)
-    raise SystemExit(code)
-
-
 def check(cfg: DictConfig) -> RunState:
     """Everything that can be checked before a case runs (and before MLflow is opened)."""
+    # lazy: rich, evalpipe.evaluation, evalpipe.judge.run, ~45 ms
     from rich.console import Console
 
     from evalpipe.evaluation import preflight
@@ -67,11 +63,11 @@ def check(cfg: DictConfig) -> RunState:
     signals.install()
     console = Console(width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True)
-    register_config(cfg)  # from here on, secret values are masked in everything written
+    containers = register_config(cfg)  # the config read once; from here on, secrets are masked
     ranker_choice, overrides, out_dir = hydra_context()
     try:
-        checked = preflight.check(cfg, overrides)
-        judge = build_judge(cfg.get("judge"))
+        checked = preflight.check(cfg, overrides, containers)
+        judge = build_judge(checked.resolved.get("judge"))  # plain values, not the Hydra node
     except EvalpipeError as exc:
         fail(str(exc))
     for warning in checked.warnings:  # one plain line each (rich would wrap them)
@@ -92,6 +88,7 @@ def check(cfg: DictConfig) -> RunState:
 
 def open_store(state: RunState) -> None:
     """Open the MLflow experiment (unless offline); an unreachable store is exit 2 before any case."""
+    # lazy: evalpipe.tracking, ~9 ms
     from evalpipe.tracking import mlflow_store, upload_worker
 
     cfg = state.cfg
@@ -113,16 +110,27 @@ def open_store(state: RunState) -> None:
         worker.discard()
     if state.offline:
         return
-    from evalpipe.sweeps import store as sweep_store
-
-    if sweep_store.serves(cfg):  # a point of an in-process sweep: the sweep's worker asks (`reuse`)
+    if _served_by_sweep(state):  # a point of an in-process sweep: the sweep's worker asks (`reuse`)
         return
     _open_here(state)
 
 
+def _served_by_sweep(state: RunState) -> bool:
+    # lazy: evalpipe.sweeps, ~8 ms
+    from evalpipe.tracking import sweep_store as sweep_store
+
+    cfg = state.cfg
+    try:
+        uri = cfg.tracking.uri
+    except Exception:  # no tracking.uri at all: not a point the sweep's worker serves
+        return False
+    return sweep_store.serves(bool(cfg.get("force")), bool(cfg.tracking.get("offline", False)), uri)
+
+
 def _worker_fits(state: RunState) -> bool:
     """A single run that needs no store lookup before its cases, with MLflow not yet imported."""
-    from evalpipe.sweeps import job as sweep
+    # lazy: evalpipe.sweeps, ~3 ms
+    from evalpipe.tracking import sweep_job as sweep
 
     cfg = state.cfg
     if "mlflow" in sys.modules or cfg.get("traces", False):
@@ -132,6 +140,7 @@ def _worker_fits(state: RunState) -> bool:
 
 
 def _open_here(state: RunState) -> None:
+    # lazy: evalpipe.tracking, ~8 ms
     from evalpipe.tracking import mlflow_store
 
     cfg = state.cfg
@@ -140,6 +149,7 @@ def _open_here(state: RunState) -> None:
     except EvalpipeError as exc:
         fail(str(exc))
     freeze_startup_heap()  # MLflow's import heap: no later collection (or the exit) walks it again
+    # lazy: evalpipe.tracking, ~1 ms
     from evalpipe.tracking import links
 
     links.prepare_experiment(state.tracker.client, state.experiment_id, state.ks, state.objective)
@@ -147,23 +157,26 @@ def _open_here(state: RunState) -> None:
 
 def reuse(state: RunState) -> float | None:
     """The run's identity; inside a sweep, a point already measured is reused (its objective)."""
-    from evalpipe.sweeps import job as sweep
+    # lazy: evalpipe.sweeps, evalpipe.tracking, ~11 ms
     from evalpipe.tracking import mlflow_store
+    from evalpipe.tracking import sweep_job as sweep
 
     state.revision = mlflow_store.git_revision()
     fixture = state.fixture
     state.chash = config_hash(state.checked.resolved, fixture.sha256, code_fingerprint())
     state.job = sweep.job_context(state.tracker, state.experiment_id)
-    from evalpipe.sweeps import store as sweep_store
+    # lazy: evalpipe.sweeps, ~3 ms
+    from evalpipe.tracking import sweep_store as sweep_store
 
-    if state.tracker is None and state.worker is None and sweep_store.serves(state.cfg):
+    if state.tracker is None and state.worker is None and _served_by_sweep(state):
         reused = sweep_store.reuse_point(state) if state.job.sweep_id else None
         if reused is None:  # measured: with the store opened in this process, as before
             _open_here(state)
         return reused
     if state.tracker is None or not state.job.sweep_id or state.cfg.get("force"):
         return None
-    from evalpipe.sweeps.reuse import find_reusable, reuse_point
+    # lazy: evalpipe.tracking.reuse, ~1 ms
+    from evalpipe.tracking.reuse import find_reusable, reuse_point
 
     done = find_reusable(state.tracker, state.experiment_id, state.chash, code_fingerprint(), fixture.sha256)
     if done is None:
@@ -183,6 +196,7 @@ def reuse(state: RunState) -> float | None:
 
 def start(state: RunState) -> None:
     """Open the MLflow run (RUNNING from here until record/upload end it) with the identity tags."""
+    # lazy: evalpipe.tracking.record, ~5 ms
     from evalpipe.tracking.record import Recording
 
     fixture, counter = state.fixture, state.counter
@@ -197,7 +211,7 @@ def start(state: RunState) -> None:
         "evalpipe.corpus_sha256": fixture.corpus.sha256,
         "evalpipe.ranker": state.ranker_choice,
         "evalpipe.config_hash": state.chash,
-        "evalpipe.code_fingerprint": code_fingerprint(),  # sweeps.reuse asks by it
+        "evalpipe.code_fingerprint": code_fingerprint(),  # tracking.reuse asks by it
         "evalpipe.token_counter": counter.method,
         "evalpipe.objective": state.objective,
     }
@@ -210,6 +224,7 @@ def start(state: RunState) -> None:
     rec.describe_data(fixture)  # logged as MLflow dataset inputs (tracking.datasets)
     state.rec = rec
     if state.worker is not None:  # created by the worker once the store is open (see `await_store`)
+        # lazy: evalpipe.tracking.worker_errors, ~1 ms
         from evalpipe.tracking.worker_errors import WorkerGone
 
         rec.worker, rec.uri = state.worker, state.store_uri
@@ -224,6 +239,7 @@ def start(state: RunState) -> None:
 
 
 def _start_here(state: RunState) -> None:
+    # lazy: mlflow, pandas, scipy, ..., ~1181 ms
     from mlflow.exceptions import MlflowException
 
     rec = state.rec
@@ -244,6 +260,7 @@ def await_store(state: RunState) -> None:
     meanwhile, a damaged database) is an upload failure: the run is saved locally and the
     upload stage reports it (exit 1, `evalpipe sync` later). A worker that died is replaced
     by opening the store here."""
+    # lazy: evalpipe.tracking, evalpipe.tracking.worker_errors, ~9 ms
     from evalpipe.tracking import mlflow_store
     from evalpipe.tracking.worker_errors import WorkerError, WorkerGone
 
@@ -292,7 +309,7 @@ def measure(state: RunState) -> None:
     if state.prepared.skipped and checked.allow_skipped:
         err.print(f"[yellow]ranker {state.ranker_choice} skipped:[/] {mask_text(state.prepared.skipped)}")
     state.results, state.scores, state.figures = measure_cases(
-        state.cfg, state.prepared, fixture, state.counter.count, state.run_name, err, state.results
+        checked, state.prepared, fixture, state.counter.count, state.run_name, err, state.results
     )
     if state.figures.get("unknown_ids"):
         state.notes.append(unknown_ids(state.results, fixture.corpus).note())
@@ -304,6 +321,7 @@ def judge(state: RunState) -> None:
     """LLM-judged figures beside the strict ones (never instead of them)."""
     if state.judge is None or state.scores is None or state.failure is not None:
         return
+    # lazy: evalpipe.judge.run, ~22 ms
     from evalpipe.judge.run import run_judge
 
     fixture = state.fixture
@@ -315,7 +333,7 @@ def judge(state: RunState) -> None:
 
 def record(state: RunState) -> None:
     """Save the run (files, metrics, params, tags, status) in its output dir before any upload."""
-    from evalpipe.corpus import corpus_metrics
+    # lazy: evalpipe.fixture_check.summary, scipy, numpy, ..., ~219 ms
     from evalpipe.fixture_check.summary import difficulty_metrics
     from evalpipe.tracking import mlflow_store
 
@@ -326,7 +344,7 @@ def record(state: RunState) -> None:
     if state.interrupted is not None:
         status, state.failure = "KILLED", None
         state.judged = None  # judging may have been cut short: the strict figures only
-        state.scores = score(cfg, fixture, results) if results else None
+        state.scores = score(state.checked, fixture, results) if results else None
         state.figures = {"corpus_units": float(len(fixture.corpus)), "peak_memory_mb": peak_memory_mb()}
         name = signals.name_of(state.interrupted)
         state.why = f"{name} after {len(results)} of {len(fixture.cases)} cases"
@@ -338,7 +356,8 @@ def record(state: RunState) -> None:
     table = case_table(results, scores) if scores is not None else None
     if judged is not None and table is not None:
         judged.add_columns(table)
-    files = run_files(cfg, fixture, row, results, table, state.revision, state.notes)
+    masked = mask_config(state.checked.resolved, state.checked.raw)  # config.yaml and the params
+    files = run_files(masked, ks, fixture, row, results, table, state.revision, state.notes)
     if judged is not None:
         judged.add_files(files)
     run_tags = result_tags(state.tags, prepared, partial=state.interrupted is not None)
@@ -359,7 +378,6 @@ def record(state: RunState) -> None:
     if state.offline:  # where `evalpipe sync` uploads by default (a file-store path: it must be told)
         with contextlib.suppress(EvalpipeError):
             extra["intended_uri"] = mlflow_store.normalise_uri(cfg.tracking.uri)
-    masked = mask_config(state.checked.resolved, OmegaConf.to_container(cfg, resolve=False))
     params = measurement_params(masked, state.ranker_choice, fixture.name)
     params.update(state.checked.split.params())  # the split measured, even when left at its defaults
     headline = lookup(metrics, state.objective)
@@ -387,6 +405,7 @@ def upload(state: RunState) -> None:
 
     def log_extra(tracker, run_id):
         if complete and cfg.get("traces", False):  # opt-in: slower than the run itself (docs/tracking.md)
+            # lazy: evalpipe.tracking.traces, ~2 ms
             from evalpipe.tracking.traces import log_case_traces
 
             log_case_traces(tracker, state.experiment_id, run_id, results, scores.first_rank)
@@ -398,9 +417,8 @@ def show(state: RunState) -> None:
     """Print a single run's tables and notes as soon as it is saved (the links follow the upload)."""
     if state.job.sweep_id:  # a sweep point prints one line at the end (`report`)
         return
+    # lazy: rich, ~15 ms
     from rich.markup import escape
-
-    from evalpipe.reporting.report import print_tables
 
     console, fixture = state.console, state.fixture
     print_tables(console, fixture.label, [state.row], state.ks, fixture.tier_counts())
@@ -416,7 +434,9 @@ def report(state: RunState) -> float:
     """Print the links (or where the run is saved), then the exit code or the objective for a sweeper."""
     console, rec = state.console, state.rec
     if rec.online and not state.upload_error:
-        from evalpipe.reporting.run_end import print_links, print_point
+        # lazy: evalpipe.reporting.run_end, rich, evalpipe.tracking.links, ~18 ms
+        from evalpipe.reporting.run_end import print_point
+        from evalpipe.tracking.links import print_links
 
         if state.job.sweep_id:
             print_point(console, state.job, state.run_name, state.row, rec.run_id)
@@ -441,8 +461,8 @@ def report(state: RunState) -> float:
         )
         raise SystemExit(signals.exit_code(state.interrupted))
     if state.failure is not None:  # a sweep goes on (its summary shows the point); a single run stops here
-        for i, line in enumerate(state.failure.lines):
-            print(f"evalpipe: {'' if i else 'error: '}{mask_text(line)}", file=sys.stderr)
+        first, *more = state.failure.lines
+        print_error(first, more=more)
         if not state.job.sweep_id:
             raise SystemExit(state.failure.code)
         return float("nan")
@@ -456,9 +476,8 @@ def report(state: RunState) -> float:
 
 def print_offline_end(console, row: ReportRow, fixture: Fixture, ks, notes, after_tables) -> None:
     """The tables and notes of a run that is not (or not completely) in a store: no links."""
+    # lazy: rich, ~15 ms
     from rich.markup import escape
-
-    from evalpipe.reporting.report import print_tables
 
     print_tables(console, fixture.label, [row], ks, fixture.tier_counts())
     if after_tables is not None:
@@ -471,7 +490,6 @@ def plot_files(
     scores: RunScores, results: list[CaseResult], err, mode: str = "all"
 ) -> dict[str, str | bytes]:
     """The figures `plots` asks for (reporting.plots.run_figures); a figure never costs a finished run."""
-    from evalpipe.reporting.plots import run_figures
 
     try:
         return dict(run_figures(scores, [r.latency_us for r in results if r.latency_timed], mode))

@@ -9,20 +9,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
+    from rich.console import Console
 
     from evalpipe.evaluation.preflight import Checked
     from evalpipe.evaluation.runner import PreparedRanker
+    from evalpipe.inputs.fixture import Fixture
+    from evalpipe.judge.asking import Judge
+    from evalpipe.judge.run import JudgeOutcome, NotJudged
     from evalpipe.reporting.report import ReportRow
     from evalpipe.scoring.outcome import RunNotMeasured
     from evalpipe.scoring.results import CaseResult
     from evalpipe.scoring.run import RunScores
     from evalpipe.scoring.tokens import TokenCounter
-    from evalpipe.sweeps.job import JobContext
+    from evalpipe.tracking.mlflow_store import Tracker
     from evalpipe.tracking.record import Recording
+    from evalpipe.tracking.sweep_job import JobContext
+    from evalpipe.tracking.upload_worker import UploadWorker
 
 
 @dataclass
@@ -30,11 +36,11 @@ class RunState:
     """Everything one run knows, in the order the stages learn it."""
 
     cfg: DictConfig
-    console: Any
-    err: Any
+    console: Console
+    err: Console  # stderr
     # check
     checked: Checked
-    judge: Any
+    judge: Judge | None  # None: judge=none
     ranker_choice: str
     overrides: list[str]
     out_dir: Path | None
@@ -43,10 +49,10 @@ class RunState:
     # open store
     experiment: str = ""
     offline: bool = False
-    tracker: Any = None
+    tracker: Tracker | None = None
     experiment_id: str | None = None
     #: the upload worker opening the store meanwhile (`tracking.upload_worker`), and its request
-    worker: Any = None
+    worker: UploadWorker | None = None
     open_request: int | None = None
     store_uri: str | None = None
     # reuse (identity)
@@ -61,7 +67,7 @@ class RunState:
     results: list[CaseResult] = field(default_factory=list)
     prepared: PreparedRanker | None = None
     scores: RunScores | None = None
-    judged: Any = None
+    judged: JudgeOutcome | NotJudged | None = None
     figures: dict[str, float] = field(default_factory=dict)
     failure: RunNotMeasured | None = None
     interrupted: BaseException | None = None
@@ -72,7 +78,7 @@ class RunState:
     upload_error: str | None = None
 
     @property
-    def fixture(self):
+    def fixture(self) -> Fixture:
         return self.checked.fixture
 
     @property

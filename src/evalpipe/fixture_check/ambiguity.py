@@ -33,7 +33,7 @@ from evalpipe.fixture_check.leakage import known_names, query_identifiers, spell
 from evalpipe.fixture_check.words import content_words
 from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.rankers.base import Ranker
-from evalpipe.rankers.lexical.tokenize import identifier_pieces
+from evalpipe.rankers.tokenize import identifier_pieces
 
 NEAR_DUPLICATE_JACCARD = 0.8
 #: Units with fewer distinct stemmed words are too short to call near-duplicates.

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evalpipe.inputs.fixture import Fixture
-from evalpipe.safety.errors import EvalpipeError
+from evalpipe.inputs.fixture import Fixture, load_fixture
+from evalpipe.paths import PROJECT_ROOT, resolve_path
+from evalpipe.safety.errors import EvalpipeError, fail, print_error
 
 PROG = "evalpipe check-fixture"
 
@@ -18,8 +19,7 @@ PROG = "evalpipe check-fixture"
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         """One line, exit 2 (argparse's default prints the whole usage first)."""
-        print(f"{PROG}: error: {message} (see --help)", file=sys.stderr)
-        raise SystemExit(2)
+        fail(f"{message} (see --help)", prog=PROG)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,26 +61,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def load(path: str, corpus: str | None) -> Fixture:
     """A YAML fixture, or a BEIR folder (its test split)."""
-    from evalpipe.paths import resolve_path
 
     resolved = resolve_path(path)
     if not resolved.exists():
         raise EvalpipeError(f"fixture not found: {path} (give a YAML fixture file or a BEIR folder)")
     if resolved.is_dir():
+        # lazy: evalpipe.inputs.beir, ~2 ms
         from evalpipe.inputs.beir import load_beir
 
         return load_beir(resolved)
-    from evalpipe.inputs.fixture import load_fixture
 
     return load_fixture(path, corpus=corpus)
 
 
 def ranker_from_conf(name: str):
     """The ranker exactly as `ranker=<name>` builds it (conf/ranker/<name>.yaml)."""
+    # lazy: hydra, omegaconf, ~157 ms
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
-
-    from evalpipe.paths import PROJECT_ROOT
 
     return instantiate(OmegaConf.load(PROJECT_ROOT / "conf" / "ranker" / f"{name}.yaml"))
 
@@ -88,6 +86,7 @@ def ranker_from_conf(name: str):
 def ambiguity_rankers(fixture: Fixture, semantic: bool, err) -> dict:
     """The checker's pinned BM25 (ranker.py, not conf/ranker/bm25.yaml) and, optionally, the
     semantic ranker as configured by default, prepared on the corpus."""
+    # lazy: evalpipe.fixture_check.ranker, evalpipe.rankers.base, ~5 ms
     from evalpipe.fixture_check.ranker import checker_bm25
     from evalpipe.rankers.base import RankerUnavailable
 
@@ -105,6 +104,7 @@ def ambiguity_rankers(fixture: Fixture, semantic: bool, err) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # lazy: rich, evalpipe.fixture_check.ambiguity, scipy, ..., ~604 ms
     from rich.console import Console
 
     from evalpipe.fixture_check.ambiguity import AmbiguityFinder
@@ -125,14 +125,14 @@ def main(argv: list[str] | None = None) -> int:
             finder = AmbiguityFinder(fixture, rankers, {"bm25": dict(CHECKER_BM25)})
         report = check_fixture(fixture, thresholds, finder)
     except (EvalpipeError, ValueError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print_error(exc, prog=PROG)
         return 2
     print_report(console, report, show_all=args.all, show_candidates=args.candidates)
     if args.json:
         try:
             write_json(report, args.json)
         except OSError as exc:
-            print(f"{PROG}: error: cannot write --json {args.json}: {exc.strerror or exc}", file=sys.stderr)
+            print_error(f"cannot write --json {args.json}: {exc.strerror or exc}", prog=PROG)
             return 2
         console.print(f"JSON: {args.json}")
     flagged = len(report.flagged_cases)

@@ -19,7 +19,7 @@ from functools import lru_cache
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
 from evalpipe.fixture_check.words import Words, content_words
-from evalpipe.rankers.lexical.tokenize import COMPOUND_PATTERN, split_word
+from evalpipe.rankers.tokenize import COMPOUND_PATTERN, split_word
 
 # File suffixes a query may put on a module name ("the _lines helper in trec.py").
 _SOURCE_SUFFIX = re.compile(r"\.(?:py|pyi|md|markdown|go|ts|tsx|js|jsx|mjs|cjs|mts|cts)$")

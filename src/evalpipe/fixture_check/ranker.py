@@ -39,6 +39,7 @@ CHECKER_BM25: Mapping[str, object] = MappingProxyType(
 
 def checker_bm25():
     """A fresh, unprepared BM25 ranker built from CHECKER_BM25."""
+    # lazy: hydra, omegaconf, yaml, ~150 ms
     from hydra.utils import instantiate
 
     return instantiate(dict(CHECKER_BM25))

@@ -69,6 +69,7 @@ def cache_key(fixture: Fixture) -> str:
     """What the summary depends on. The case IDs count because a split (or `max_cases`)
     keeps the file's sha256 but not its cases; the code fingerprint because the checker's
     rules change with evalpipe."""
+    # lazy: evalpipe.core.fingerprint, ~1 ms
     from evalpipe.core.fingerprint import code_fingerprint
 
     parts = [fixture.sha256, fixture.corpus.sha256, fixture.split, code_fingerprint()]

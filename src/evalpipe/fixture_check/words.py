@@ -1,7 +1,7 @@
 """Content words: the unit of every overlap figure the checker reports.
 
 A *content word* is a word piece as the bm25 ranker's code-aware tokenizer makes it
-(`evalpipe.rankers.lexical.tokenize`): text is cut into compounds (`Corpus.allowed_mask`, `run.trec`),
+(`evalpipe.rankers.tokenize`): text is cut into compounds (`Corpus.allowed_mask`, `run.trec`),
 each compound into lowercased pieces at separators, snake_case, camelCase and
 letter/digit boundaries; pieces shorter than two characters and bm25s's English
 stopwords are dropped. The *stemmed* form is the Snowball English stem of each piece,
@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from evalpipe.rankers.lexical.tokenize import (
+from evalpipe.rankers.tokenize import (
     COMPOUND_PATTERN,
     identifier_pieces,
     make_stemmer,

@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evalpipe import __version__
 from evalpipe.gate.model import ALL_SPLIT, DataId, FixtureKey, FixtureRun, GateError, Side
+from evalpipe.safety.secrets import mask_text
 from evalpipe.stats.comparison import CompareError, RunCases, cases_from_rows
 
 FORMAT_KEY = "evalpipe_baseline"
@@ -46,8 +48,6 @@ def case_rows(cases: RunCases) -> list[dict[str, Any]]:
 
 def export_side(side: Side, name: str = "") -> str:
     """The JSON text of a baseline file for `side` (a run or suite run)."""
-    from evalpipe import __version__
-    from evalpipe.safety.secrets import mask_text
 
     fixtures = []
     blocks = []

@@ -11,11 +11,15 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from evalpipe.gate.model import GateError
+from evalpipe.safety.errors import print_error
+from evalpipe.safety.secrets import mask_text
+from evalpipe.stats.comparison import CompareError
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 
@@ -64,8 +68,8 @@ def _opener(uri: str):
 
     def open_store() -> Any:
         if not opened:
+            # lazy: evalpipe.compare.runs, ~9 ms
             from evalpipe.compare.runs import open_tracker
-            from evalpipe.stats.comparison import CompareError
 
             try:
                 opened.append(open_tracker(uri))
@@ -165,8 +169,8 @@ def _log_target(args: argparse.Namespace, candidate: Any, open_store) -> tuple[A
         tracker = open_store()
         return tracker, candidate.experiment_id
     if candidate.origin == "saved run" and (candidate.tracking_uri or args.tracking_uri):
+        # lazy: evalpipe.compare.runs, ~9 ms
         from evalpipe.compare.runs import open_tracker
-        from evalpipe.stats.comparison import CompareError
 
         try:
             tracker = open_tracker(args.tracking_uri or candidate.tracking_uri)
@@ -178,6 +182,7 @@ def _log_target(args: argparse.Namespace, candidate: Any, open_store) -> tuple[A
 
 
 def gate_main(argv: Sequence[str] | None = None) -> int:
+    # lazy: rich, evalpipe.gate, evalpipe.gate.loading, ..., ~57 ms
     from rich.console import Console
 
     from evalpipe.gate import render
@@ -230,7 +235,7 @@ def gate_main(argv: Sequence[str] | None = None) -> int:
         if summary:
             console.print(f"appended the table to $GITHUB_STEP_SUMMARY ({summary})", highlight=False)
     except OSError as exc:
-        print(f"evalpipe gate: error: cannot write the report: {exc}", file=sys.stderr)
+        print_error(f"cannot write the report: {exc}", prog="evalpipe gate")
         return 2
     if not args.no_log:
         _log(args, result, candidate, open_store, text, json_text, console)
@@ -239,8 +244,8 @@ def gate_main(argv: Sequence[str] | None = None) -> int:
 
 def _log(args, result, candidate, open_store, text: str, json_text: str, console) -> None:
     """Record the gate run; a store that fails costs the log, never the verdict (said in one line)."""
+    # lazy: evalpipe.gate.record, ~8 ms
     from evalpipe.gate.record import log_gate
-    from evalpipe.safety.secrets import mask_text
 
     try:
         target = _log_target(args, candidate, open_store)
@@ -259,6 +264,7 @@ def _log(args, result, candidate, open_store, text: str, json_text: str, console
             file=sys.stderr,
         )
         return
+    # lazy: evalpipe.tracking.links, ~2 ms
     from evalpipe.tracking.links import run_url
 
     url = run_url(tracker.uri, experiment_id, run_id)
@@ -317,11 +323,12 @@ def baseline_main(argv: Sequence[str] | None = None) -> int:
             return _list(open_store)
         return _export(args, open_store)
     except GateError as exc:
-        print(f"evalpipe baseline: error: {exc}", file=sys.stderr)
+        print_error(exc, prog="evalpipe baseline")
         return 2
 
 
 def _set(args, open_store) -> int:
+    # lazy: evalpipe.gate.baseline_store, evalpipe.gate.loading, ~13 ms
     from evalpipe.gate.baseline_store import check_name, set_baseline
     from evalpipe.gate.loading import get_run, store_side
 
@@ -329,6 +336,7 @@ def _set(args, open_store) -> int:
     tracker = open_store()
     run_ref = args.run
     if Path(run_ref).is_dir():  # a saved run directory: the run it was uploaded as
+        # lazy: evalpipe.gate.loading, ~10 ms
         from evalpipe.gate.loading import saved_side
 
         run_ref = saved_side(Path(run_ref)).run_id
@@ -341,6 +349,7 @@ def _set(args, open_store) -> int:
     record = set_baseline(tracker.client, args.name, run)
     fixtures = ", ".join(f"{r.key} ({len(r.cases.case_ids)} cases)" for r in side.runs)
     was = f"; was {record.previous}" if record.previous and record.previous != record.run_id else ""
+    # lazy: evalpipe.tracking.links, ~2 ms
     from evalpipe.tracking.links import run_link_suffix
 
     print(
@@ -354,8 +363,8 @@ def _set(args, open_store) -> int:
 
 
 def _list(open_store) -> int:
-    import time
 
+    # lazy: evalpipe.gate.baseline_store, ~3 ms
     from evalpipe.gate.baseline_store import list_baselines
 
     tracker = open_store()
@@ -363,6 +372,7 @@ def _list(open_store) -> int:
     if not found:
         print("no named baselines in this store (record one with `evalpipe baseline set NAME RUN`)")
         return 0
+    # lazy: evalpipe.reporting.report, yaml, ~44 ms
     from evalpipe.reporting.report import markdown_table
 
     body = [
@@ -375,6 +385,7 @@ def _list(open_store) -> int:
 
 
 def _export(args, open_store) -> int:
+    # lazy: evalpipe.gate.baseline_file, evalpipe.gate.loading, ~10 ms
     from evalpipe.gate.baseline_file import export_side
     from evalpipe.gate.loading import resolve
 

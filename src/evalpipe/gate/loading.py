@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evalpipe.compare.runs import get_run as compare_get_run
 from evalpipe.compare.runs import load_cases
 from evalpipe.gate.model import DataId, FixtureKey, FixtureRun, GateError, Side, looks_like_run_id, split_of
 from evalpipe.stats.comparison import CompareError, cases_from_rows
+from evalpipe.tracking.reuse import is_reuse, original_run_id
 
 PARENT_TAG = "mlflow.parentRunId"
 #: Child runs that are not measurements (a comparison or a gate logged under a run).
@@ -42,7 +44,7 @@ def fixture_name(tags: dict[str, str], params: dict[str, str], fallback: str = "
 
 def store_fixture_run(client: Any, run: Any) -> FixtureRun:
     """One evaluation run in a store (a reused sweep point: read through the run it reuses)."""
-    from evalpipe.sweeps.reuse import is_reuse, original_run_id
+    # lazy: evalpipe.tracking.datasets, ~4 ms
     from evalpipe.tracking.datasets import logged_data
 
     _check_measured(run)
@@ -70,7 +72,8 @@ def store_fixture_run(client: Any, run: Any) -> FixtureRun:
 
 def child_runs(client: Any, run_id: str) -> list[Any]:
     """Measurement runs whose parent is `run_id` (in any experiment: a suite spans fixtures)."""
-    from evalpipe.sweeps.summary import search_all
+    # lazy: evalpipe.tracking.sweep_summary, yaml, ~47 ms
+    from evalpipe.tracking.sweep_summary import search_all
 
     children = search_all(client, f"tags.`{PARENT_TAG}` = '{run_id}'")
     children = [c for c in children if c.data.tags.get("evalpipe.role") not in NOT_MEASUREMENTS]
@@ -80,7 +83,6 @@ def child_runs(client: Any, run_id: str) -> list[Any]:
 
 def get_run(client: Any, run_ref: str) -> Any:
     """A run by ID or unique prefix (6+ hex digits), as `evalpipe compare` accepts them."""
-    from evalpipe.compare.runs import get_run as compare_get_run
 
     try:
         return compare_get_run(client, run_ref)
@@ -113,6 +115,7 @@ def store_side(client: Any, run: Any, uri: str, reference: str = "") -> Side:
 
 
 def _saved_fixture_run(directory: Path) -> tuple[FixtureRun, Any]:
+    # lazy: evalpipe.reporting.local, evalpipe.tracking.datasets, ~8 ms
     from evalpipe.reporting.local import TABLE_FILE, load_run
     from evalpipe.tracking.datasets import CORPUS_CONTEXT, FIXTURE_CONTEXT, saved_specs
 
@@ -160,6 +163,7 @@ def _saved_fixture_run(directory: Path) -> tuple[FixtureRun, Any]:
 
 def saved_side(path: Path) -> Side:
     """A saved run's output directory (or a multirun/suite directory of them)."""
+    # lazy: evalpipe.reporting.local, ~5 ms
     from evalpipe.reporting.local import find_saved_runs
 
     dirs = find_saved_runs([path])
@@ -191,6 +195,7 @@ def resolve(ref: str, tracker_for: Any, role: str, names: bool = True, uri: str 
     `tracker_for()` opens the tracking store only when a store is needed (a file needs none)."""
     path = Path(ref)
     if path.is_file():
+        # lazy: evalpipe.gate.baseline_file, ~2 ms
         from evalpipe.gate.baseline_file import read_baseline
 
         return read_baseline(path)
@@ -202,6 +207,7 @@ def resolve(ref: str, tracker_for: Any, role: str, names: bool = True, uri: str 
     if looks_like_run_id(ref):
         return store_side(tracker.client, get_run(tracker.client, ref), tracker.uri)
     if names:
+        # lazy: evalpipe.gate.baseline_store, ~4 ms
         from evalpipe.gate.baseline_store import lookup
 
         run_id = lookup(tracker.client, ref)

@@ -18,6 +18,7 @@ ROLE = "gate"
 
 
 def _links(tracker: Any, result: GateResult) -> list[str]:
+    # lazy: evalpipe.tracking.links, ~2 ms
     from evalpipe.tracking.links import run_url
 
     lines = []
@@ -36,6 +37,7 @@ def _links(tracker: Any, result: GateResult) -> list[str]:
 
 def log_gate(tracker: Any, experiment_id: str, result: GateResult, text: str, json_text: str) -> str:
     """Record the gate run; returns its run ID."""
+    # lazy: evalpipe.reporting.headline, yaml, evalpipe.tracking, ~59 ms
     from evalpipe.reporting.headline import NOTE_TAG, clip
     from evalpipe.tracking import mlflow_store
 
@@ -65,6 +67,7 @@ def log_gate(tracker: Any, experiment_id: str, result: GateResult, text: str, js
         })  # fmt: skip
         mlflow_store.log_artifact_files(tracker, run_id, {"gate.md": text, "gate.json": json_text})
         if result.candidate.origin in ("store", "saved run"):  # the data it gated on, in the runs table
+            # lazy: evalpipe.tracking.datasets, ~4 ms
             from evalpipe.tracking.datasets import copy_inputs
 
             for fixture in result.fixtures:

@@ -105,6 +105,7 @@ def data_lines(result: GateResult) -> list[str]:
 
 
 def _case_table(fixture: FixtureGate, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
+    # lazy: evalpipe.reporting.case_diff_view, ~2 ms
     from evalpipe.reporting.case_diff_view import case_rows
 
     head, body = case_rows(fixture.diff)
@@ -126,6 +127,7 @@ SUMMARY_CASES = 200
 
 def markdown(result: GateResult, case_limit: int | None = None) -> str:
     """The report as Markdown; `case_limit` lists at most that many lost/won cases per fixture."""
+    # lazy: evalpipe.reporting.case_diff_view, evalpipe.reporting.report, yaml, ~47 ms
     from evalpipe.reporting.case_diff_view import tier_rows
     from evalpipe.reporting.report import markdown_table
 
@@ -197,6 +199,7 @@ def to_json(result: GateResult) -> str:
 
 
 def print_result(console: Any, result: GateResult, limit: int = PRINT_LIMIT) -> None:
+    # lazy: rich, evalpipe.reporting.case_diff_view, ~46 ms
     from rich import box
     from rich.markup import escape
     from rich.table import Table
@@ -249,6 +252,7 @@ def print_result(console: Any, result: GateResult, limit: int = PRINT_LIMIT) -> 
 
 def case_lines(fixture: FixtureGate) -> list[str]:
     """One plain line per lost then won case (no table: a CI log must not fold case IDs)."""
+    # lazy: evalpipe.reporting.case_diff_view, ~2 ms
     from evalpipe.reporting.case_diff_view import value_text
 
     diff = fixture.diff

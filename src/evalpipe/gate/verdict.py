@@ -26,6 +26,9 @@ import numpy as np
 from evalpipe.gate.model import FixtureKey, FixtureRun, GateError, Side
 from evalpipe.gate.rules import GateRules
 from evalpipe.gate.same_data import differences
+from evalpipe.stats.case_diff import case_diff
+from evalpipe.stats.comparison import default_metrics
+from evalpipe.stats.resampling import paired_bootstrap_ci_diff, paired_randomization_test
 
 OVERALL = "overall"
 FAILING = ("regression",)
@@ -131,8 +134,6 @@ def gated_metrics(rules: GateRules, base: FixtureRun, cand: FixtureRun) -> list[
         objective = base.cases.objective
         metrics = [m for m in dict.fromkeys([objective, "mrr"]) if m and m in base.cases.values]
         if not metrics:
-            from evalpipe.stats.comparison import default_metrics
-
             metrics = default_metrics([base.cases])[:2]
     if not metrics:
         raise GateError(f"{base.label} has no per-case metric to gate; name them with --metrics")
@@ -159,7 +160,6 @@ def _tiers(base: FixtureRun, rules: GateRules) -> list[str]:
 def gate_row(
     key: FixtureKey, metric: str, tier: str, base: np.ndarray, cand: np.ndarray, rules: GateRules
 ) -> Row:
-    from evalpipe.stats.resampling import paired_bootstrap_ci_diff, paired_randomization_test
 
     confidence = 1.0 - rules.alpha
     try:
@@ -179,7 +179,6 @@ def gate_row(
 def gate_fixture(
     base: FixtureRun, cand: FixtureRun, rules: GateRules, warnings: list[str], data_diffs: Sequence[str] = ()
 ) -> FixtureGate:
-    from evalpipe.stats.case_diff import case_diff
 
     metrics = gated_metrics(rules, base, cand)
     tiers = _tiers(base, rules)

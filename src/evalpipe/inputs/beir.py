@@ -146,6 +146,7 @@ def load_beir(
     """Load a BEIR folder; only queries judged in `qrels/<qrels_split>.tsv` become cases.
 
     (`split`, dev/test/all, is evalpipe's own hashed split: `evalpipe.inputs.split.loaded`.)"""
+    # lazy: evalpipe.inputs, ~3 ms
     from evalpipe.inputs import split as splits
 
     fixture = _load_beir(path, qrels_split, tiers, name)
@@ -205,6 +206,7 @@ def load_trec(
 ) -> Fixture:
     """A fixture from TREC qrels (`qid 0 docid rel`), a queries file and a JSONL corpus
     (`split`...: `evalpipe.inputs.split.loaded`)."""
+    # lazy: evalpipe.inputs, ~3 ms
     from evalpipe.inputs import split as splits
 
     fixture = _load_trec(qrels, queries, corpus, name, tiers)

@@ -67,10 +67,10 @@ class SplitSettings:
         }
 
 
-def settings_from(fixture_cfg: Mapping[str, Any] | None) -> SplitSettings:
+def settings_from(fixture_values: Mapping[str, Any] | None) -> SplitSettings:
     """The split settings of a resolved `fixture:` mapping (missing keys take the defaults)."""
-    cfg = fixture_cfg or {}
-    split = cfg.get("split", "all")
+    given = fixture_values or {}
+    split = given.get("split", "all")
     if split is None:
         split = "all"
     if not isinstance(split, str) or split not in SPLITS:
@@ -79,12 +79,12 @@ def settings_from(fixture_cfg: Mapping[str, Any] | None) -> SplitSettings:
             "(e.g. fixture.split=dev to tune, fixture.split=test to report; "
             "a BEIR qrels file is fixture.qrels_split)"
         )
-    seed = cfg.get("split_seed", DEFAULT_SEED)
+    seed = given.get("split_seed", DEFAULT_SEED)
     if seed is None:
         seed = DEFAULT_SEED
     if isinstance(seed, bool) or not isinstance(seed, int | str) or str(seed).strip() == "":
         raise SplitError(f"fixture.split_seed must be an integer or a word, got {seed!r} (e.g. 0)")
-    fraction = cfg.get("test_fraction", DEFAULT_TEST_FRACTION)
+    fraction = given.get("test_fraction", DEFAULT_TEST_FRACTION)
     if fraction is None:
         fraction = DEFAULT_TEST_FRACTION
     if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0.0 < fraction < 1.0:
@@ -142,16 +142,16 @@ def apply(fixture: Any, settings: SplitSettings) -> tuple[Any, list[str]]:
     return split_fixture, warnings
 
 
-def without_split_keys(fixture_cfg: Mapping[str, Any]) -> dict[str, Any]:
+def without_split_keys(fixture_values: Mapping[str, Any]) -> dict[str, Any]:
     """The resolved fixture config the loader is built from: the split keys are not its arguments."""
-    return {k: v for k, v in fixture_cfg.items() if k not in SPLIT_KEYS}
+    return {k: v for k, v in fixture_values.items() if k not in SPLIT_KEYS}
 
 
 def loaded(
     fixture: Any, split: Any = "all", split_seed: Any = DEFAULT_SEED, test_fraction: Any = None
 ) -> Any:
     """A loader's result with its `fixture.split*` arguments applied, for code that builds a fixture
-    config directly (`instantiate(cfg.fixture)` in scripts). A run strips these keys before the
+    config directly (`instantiate(<the fixture node>)` in scripts). A run strips these keys before the
     loader is built and applies the split itself (`preflight.check`), so the loaded fixture is
     memoised unsplit and the warnings are printed."""
     settings = settings_from({"split": split, "split_seed": split_seed, "test_fraction": test_fraction})

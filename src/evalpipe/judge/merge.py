@@ -25,16 +25,19 @@ import argparse
 import json
 import os
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from evalpipe.corpus import CorpusError, load_jsonl_corpus
+from evalpipe.inputs.fixture import _case_lines, check_against_corpus, parse_cases
 from evalpipe.judge.report import TSV_COLUMNS
-from evalpipe.safety.errors import EvalpipeError
+from evalpipe.paths import resolve_path
+from evalpipe.safety.errors import EvalpipeError, print_error
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,6 @@ def corpus_for(ref: str, fixture: Path, output: Path) -> str | None:
 
     The loader resolves a relative path against the fixture's folder first (then the working
     directory, then the project root), so the new value is the path relative to the new folder."""
-    from evalpipe.paths import resolve_path
 
     if not ref or Path(ref).expanduser().is_absolute():
         return None
@@ -286,11 +288,6 @@ def output_path(fixture: Path, output: str | Path | None, version: Any) -> Path:
 def merge(
     fixture: Path, tsv: Path, output: str | Path | None, version: Any = None
 ) -> tuple[Path, int, list[Row]]:
-    from datetime import date
-
-    from evalpipe.corpus import CorpusError, load_jsonl_corpus
-    from evalpipe.inputs.fixture import _case_lines, check_against_corpus, parse_cases
-    from evalpipe.paths import resolve_path
 
     if not fixture.is_file():
         raise EvalpipeError(f"{fixture}: no such fixture file")
@@ -343,7 +340,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         out, added, skipped = merge(args.fixture, args.verdicts, args.output, args.version)
     except EvalpipeError as exc:
-        print(f"evalpipe: error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     already = f"; {len(skipped)} already labelled, skipped" if skipped else ""
     print(f"merged {added} judged IDs into {out}{already}")

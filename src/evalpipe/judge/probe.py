@@ -48,6 +48,7 @@ def _explain(exc: BaseException, settings: Any) -> str:
 
 def probe(settings: Any) -> None:
     """Raise `JudgeUnavailable` unless the judge answers one tiny request within `probe_timeout`."""
+    # lazy: evalpipe.judge.backends, ~13 ms
     from evalpipe.judge.backends import make_backend
 
     quick = replace(settings, timeout=settings.probe_timeout, max_retries=0, max_tokens=16)

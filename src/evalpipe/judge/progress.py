@@ -27,6 +27,7 @@ class JudgeBar:
     """A rich progress bar over the questions within the budget; silent when stderr is not a terminal."""
 
     def __init__(self, description: str = "judging") -> None:
+        # lazy: rich, ~35 ms
         from rich.console import Console
 
         self.console = Console(stderr=True)
@@ -37,6 +38,7 @@ class JudgeBar:
     def start(self, total: int) -> None:
         if not self.console.is_terminal or not total:
             return
+        # lazy: rich, ~44 ms
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.bar = Progress(

@@ -16,11 +16,13 @@ from typing import Any
 from evalpipe.judge import pairs as select
 from evalpipe.judge import progress, report
 from evalpipe.judge.asking import AskStats, Judge, Judgement
+from evalpipe.judge.backends import make_backend
 from evalpipe.judge.cache import CacheError, JudgementCache
 from evalpipe.judge.calibration import Agreement, agreement
 from evalpipe.judge.coverage import Coverage, coverage
-from evalpipe.judge.judged_metrics import JudgedScores, judged_scores
+from evalpipe.judge.judged_metrics import PARTIAL, PREFIX, JudgedScores, judged_scores
 from evalpipe.judge.probe import JudgeUnavailable, probe
+from evalpipe.judge.prompt import load_prompt
 from evalpipe.safety.errors import EvalpipeError
 from evalpipe.safety.secrets import mask_text
 from evalpipe.scoring.results import CaseResult
@@ -152,7 +154,6 @@ class NotJudged:
 
 def _judged_name(name: str) -> tuple[str, str, bool] | None:
     """`tier/x/partial_judged_mrr` -> ("x", "judged_mrr", True); None if not a judged figure."""
-    from evalpipe.judge.judged_metrics import PARTIAL, PREFIX
 
     scope, base = "all", name
     if name.startswith("tier/") and name.count("/") == 2:
@@ -191,11 +192,9 @@ def build_judge(node: Any) -> Judge | None:
     becomes a judge that judges nothing, said once here and again in the run's report."""
     if node is None or str(node.get("backend") or "none") == "none":
         return None
+    # lazy: hydra, omegaconf, ~218 ms
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
-
-    from evalpipe.judge.backends import make_backend
-    from evalpipe.judge.prompt import load_prompt
 
     try:
         settings = instantiate(node)

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from evalpipe.safety import secrets
 from evalpipe.safety.errors import EvalpipeError
+from evalpipe.safety.secrets import mask_text
 
 BACKENDS = ("openai", "anthropic")
 
@@ -95,7 +97,6 @@ class JudgeSettings:
     @property
     def server(self) -> str:
         """The server as shown and keyed: the base URL with any credential masked, or the vendor's API."""
-        from evalpipe.safety.secrets import mask_text
 
         return mask_text(str(self.base_url).rstrip("/")) if self.base_url else f"{self.backend}-api"
 
@@ -108,7 +109,6 @@ class JudgeSettings:
         ANTHROPIC_AUTH_TOKEN, and ANTHROPIC_CUSTOM_HEADERS); the values of secret-named `headers`; and the
         user:password of the base URL, and its base64 (HTTP Basic auth).
         """
-        from evalpipe.safety import secrets
 
         values: list[str] = [self.api_key or ""]
         if self.api_key_env:

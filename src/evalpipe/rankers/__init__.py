@@ -1,9 +1,10 @@
 """Rankers: every retrieval strategy behind one small protocol (`base.Ranker`: `search`).
 
     base            the protocol, `CorpusRanker` (index memo, parameter kind checks), `top_k`
+    tokenize        the code-aware tokenizer (lexical rankers, priors, fixture checks share it)
+    bm25s_loader    bm25s imported without numba
     lexical/        word matching: bm25, bm25f (fields), exact (symbol names), grep, winnow
-                    (constraint filter + fan-in), the code-aware tokenizer, bm25s loading and
-                    the on-disk token cache
+                    (constraint filter + fan-in), the on-disk token cache
     dense/          embeddings: semantic (sentence-transformers / ONNX encoders), the embedding cache
     fusion/         several rankers as one: rrf (reciprocal rank fusion), hybrid (min-max linear)
     structure/      the code graph: graph (relational questions walked along relations), its

@@ -12,7 +12,9 @@ results as `search`; the runner uses it when it is not timing every query.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -111,7 +113,6 @@ _KIND_WORDS = {
 def annotation_kinds(annotation: Any) -> list[str]:
     """The kinds an annotation like `float | None` or `Mapping[str, float] | None` allows;
     [] when any part is something else (a class, Literal, Any): then nothing is checked."""
-    import re
 
     text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
     while "[" in text:
@@ -161,8 +162,6 @@ class CorpusRanker:
         @functools.wraps(init)
         def recording_init(self, *args: Any, **kw: Any) -> None:
             if not hasattr(self, "_init_args"):
-                import inspect
-
                 signature = inspect.signature(init)
                 bound = signature.bind(self, *args, **kw)
                 bound.apply_defaults()

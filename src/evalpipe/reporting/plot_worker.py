@@ -62,9 +62,11 @@ class PlotWorker:
 
 
 def serve() -> None:
+    # lazy: evalpipe.reporting, numpy, ~83 ms
     from evalpipe.reporting import plots
 
     with contextlib.suppress(Exception):  # warm: what `plots._figure` and `plots._png` import
+        # lazy: matplotlib, numpy, ~731 ms
         import matplotlib.backends.backend_agg  # noqa: F401
         import matplotlib.figure  # noqa: F401
     data = sys.stdin.buffer.read()

@@ -9,14 +9,28 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
     from evalpipe.scoring.run import RunScores
-    from evalpipe.sweeps.summary import SweepRow
+
+
+class SweepRow(Protocol):
+    """What a sweep plot reads of a point (`tracking.sweep_summary.SweepRow` is one): the store
+    layer collects the points, this module only draws them, so it does not import that layer."""
+
+    @property
+    def values(self) -> Mapping[str, str]: ...
+
+    @property
+    def metrics(self) -> Mapping[str, float]: ...
+
+    @property
+    def measured(self) -> bool: ...
+
 
 #: More lines than this in one panel become an unlabelled scatter (a legend would be unreadable).
 MAX_LINES = 10
@@ -24,6 +38,7 @@ DPI = 110
 
 
 def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.2) -> tuple[Any, list[Any]]:
+    # lazy: matplotlib, numpy, ~374 ms
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width * ncols, height), dpi=DPI, layout="constrained")
@@ -32,6 +47,7 @@ def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.2) -> tuple[An
 
 
 def _png(fig: Any) -> bytes:
+    # lazy: matplotlib, numpy, ~249 ms
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
@@ -143,6 +159,7 @@ def run_figures(scores: RunScores, latency_us: Sequence[int] | None, mode: str) 
     if mode == "none":
         return {}
     if mode == "recall":
+        # lazy: evalpipe.reporting.svg_plots, ~4 ms
         from evalpipe.reporting.svg_plots import recall_curve_svg
 
         return {"recall_at_k.svg": recall_curve_svg(scores).encode("utf-8")}

@@ -16,11 +16,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-EXIT_BAD_INPUT = 2
+from evalpipe.safety.errors import EXIT_BAD_INPUT, fail
 
 
 def _parse_error_override(overrides: Sequence[str]) -> str | None:
     """The first command-line override Hydra's grammar rejects."""
+    # lazy: hydra, omegaconf, yaml, ~136 ms
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parser = OverridesParser.create()
@@ -34,6 +35,7 @@ def _parse_error_override(overrides: Sequence[str]) -> str | None:
 
 def _valid_keys(full_key: str, config_dir: str, overrides: Sequence[str]) -> list[str]:
     """Keys that do exist beside `full_key`, from the config composed without the offending override."""
+    # lazy: hydra, omegaconf, yaml, ~206 ms
     from hydra import compose, initialize_config_dir
     from omegaconf import DictConfig, OmegaConf
 
@@ -52,6 +54,7 @@ def _valid_keys(full_key: str, config_dir: str, overrides: Sequence[str]) -> lis
 
 def one_line(exc: BaseException, config_dir: str, overrides: Sequence[str]) -> str:
     """Hydra's message for `exc`, on one line, with the valid choices where Hydra knows them."""
+    # lazy: hydra, omegaconf, yaml, ~134 ms
     from hydra.errors import MissingConfigException, OverrideParseException
 
     text = str(exc)
@@ -100,6 +103,7 @@ def check_flags(argv: Sequence[str]) -> str | None:
     """
     if any(a.split("=", 1)[0] in INFO_FLAGS for a in argv):
         return None
+    # lazy: hydra, omegaconf, yaml, ~135 ms
     from hydra._internal.utils import get_args_parser
 
     parser = get_args_parser()
@@ -129,6 +133,7 @@ def run(hydra_main: Callable[[], Any], config_dir: str, argv: Sequence[str]) -> 
     problem = check_flags(argv)
     if problem:
         _fail(problem)
+    # lazy: hydra, omegaconf, yaml, ~202 ms
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -158,6 +163,7 @@ def _raised_in_evalpipe(exc: BaseException) -> bool:
 
 def os_error_line(exc: OSError) -> str:
     """Hydra failing to create or write its output folder, as one line saying how to fix it."""
+    # lazy: standard library, ~3 ms
     import errno
 
     path = exc.filename or "the output directory"
@@ -172,21 +178,4 @@ def os_error_line(exc: OSError) -> str:
 
 
 def _fail(message: str) -> NoReturn:
-    print(f"evalpipe: error: {masked(message, sys.argv[1:])}", file=sys.stderr)
-    raise SystemExit(EXIT_BAD_INPUT)
-
-
-def masked(message: str, argv: Sequence[str]) -> str:
-    """`message` with secrets from the command line masked.
-
-    Hydra quotes overrides back (`... use +ranker.api_key=SEKRET`), so the values of
-    secret-looking keys given on the command line, and credentials in URLs, are masked
-    here as everywhere else evalpipe prints.
-    """
-    from evalpipe.safety.secrets import MASK, is_secret_key, mask_text
-
-    for arg in argv:
-        key, eq, value = arg.lstrip("+~").partition("=")
-        if eq and value and is_secret_key(key.rsplit(".", 1)[-1]):
-            message = message.replace(value, MASK)
-    return mask_text(message)
+    fail(message, EXIT_BAD_INPUT, argv=sys.argv[1:])  # Hydra quotes the overrides back: mask them

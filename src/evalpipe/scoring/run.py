@@ -252,6 +252,7 @@ def _score_results(
 def flat_metrics(scores: RunScores) -> dict[str, float]:
     """Every figure under its MLflow name (`evalpipe.scoring.names`): headline figures bare, the
     rest grouped by prefix (`ir/`, `cost/`, `count/`, `rag/`), tiers as `tier/<tier>/<metric>`."""
+    # lazy: evalpipe.scoring.names, ~2 ms
     from evalpipe.scoring.names import metric_name
 
     out = {metric_name(k): float(v) for k, v in scores.overall.items()}

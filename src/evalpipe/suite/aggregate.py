@@ -28,6 +28,7 @@ def aggregate(
     """`suite/<fixture>/<m>`, `suite/mean/<m>`, `suite/min/<m>`, and `<m>` itself = the `agg` of the
     fixtures (so `objective` names the suite's figure, as for a single run); the worst fixture is the
     one with the lowest objective."""
+    # lazy: evalpipe.scoring.names, ~2 ms
     from evalpipe.scoring.names import lookup
 
     out: dict[str, float] = {}
@@ -56,6 +57,7 @@ def aggregate(
 
 def headline_columns(ks: Sequence[int], present: set[str]) -> list[tuple[str, str, str]]:
     """(header, metric, format) of the suite table: R@K per K, MRR, nDCG@K at the tier cutoff."""
+    # lazy: evalpipe.reporting.report, numpy, yaml, ~111 ms
     from evalpipe.reporting.report import tier_k
 
     cols = [(f"R@{k}", f"recall_at_{k}", "pct") for k in sorted(ks)]
@@ -69,6 +71,7 @@ def table(
     per_fixture: Mapping[str, Mapping[str, float]], figures: SuiteFigures, ks: Sequence[int], agg: str
 ) -> tuple[list[str], list[list[str]]]:
     """Fixture x headline metrics, then the macro mean and the minimum (the worst fixture's row)."""
+    # lazy: evalpipe.reporting.report, numpy, yaml, ~111 ms
     from evalpipe.reporting.report import DASH, pct
 
     present = set.intersection(*(set(m) for m in per_fixture.values())) if per_fixture else set()

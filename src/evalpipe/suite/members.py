@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalpipe.sweeps.job import link_env
+from evalpipe.tracking.sweep_job import link_env
 
 MEMBER_ROLE = "suite_member"
 SUITE_TAG = "evalpipe.suite"
@@ -76,6 +76,7 @@ def run_member(
 
 def saved(out_dir: Path) -> tuple[str, str, dict[str, float]]:
     """(run ID, status, metrics) of the run saved in `out_dir` (its run_info.json and metrics.json)."""
+    # lazy: evalpipe.reporting.local, ~8 ms
     from evalpipe.reporting.local import INFO_FILE
 
     try:

@@ -10,6 +10,7 @@ objective, so a sweep over a suite optimises the macro average (or the worst cas
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import tempfile
@@ -18,24 +19,27 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from evalpipe import __version__
 from evalpipe.safety import signals
-from evalpipe.safety.errors import EvalpipeError
+from evalpipe.safety.errors import EvalpipeError, fail
+from evalpipe.safety.secrets import mask_config, mask_mapping, mask_text, register_config
 
 #: The suite run's ID and status in its output dir (what a sweep's hold-out re-run reads back).
 SUITE_FILE = "suite_run.json"
 
 
 def evaluate_suite(cfg: DictConfig) -> float:
+    # lazy: rich, ~24 ms
     from rich.console import Console
 
-    from evalpipe import __version__
+    # lazy: evalpipe.evaluation.identity, evalpipe.inputs.split, ~16 ms
     from evalpipe.evaluation.identity import default_run_name, experiment_name, hydra_context
-    from evalpipe.evaluation.stages import fail
     from evalpipe.inputs.split import SPLIT_TAG, settings_from
-    from evalpipe.safety.secrets import mask_mapping, mask_text, register_config
+
+    # lazy: evalpipe.suite.spec, evalpipe.sweeps, evalpipe.tracking, ~19 ms
     from evalpipe.suite.spec import check_suite, conf_dirs, fixture_options
-    from evalpipe.sweeps import job as sweep_job
     from evalpipe.tracking import mlflow_store
+    from evalpipe.tracking import sweep_job as sweep_job
 
     signals.install()
     register_config(cfg)
@@ -93,12 +97,10 @@ def evaluate_suite(cfg: DictConfig) -> float:
             member = _run_member(suite.name, fixture, overrides, out / fixture, parent, tracker, experiment)
             if member.code != 0 or not member.metrics:
                 why = f"exit {member.code}" if member.code else "no figures saved"
-                print(
-                    f"evalpipe: error: suite {suite.name}: fixture {fixture} did not finish ({why}); "
-                    f"the suite run is FAILED",
-                    file=sys.stderr,
+                fail(
+                    f"suite {suite.name}: fixture {fixture} did not finish ({why}); the suite run is FAILED",
+                    member.code or 1,
                 )
-                raise SystemExit(member.code or 1)
             members.append(member)
         figures = _record(
             suite, members, objective, split, ranker_choice, run_name, out, tracker, parent, resolved
@@ -120,9 +122,11 @@ def evaluate_suite(cfg: DictConfig) -> float:
 
 
 def _hydra_overrides() -> list[str]:
+    # lazy: evalpipe.suite.members, ~13 ms
     from evalpipe.suite.members import hydra_overrides
 
     try:
+        # lazy: hydra, ~72 ms (in a try)
         from hydra.core.hydra_config import HydraConfig
 
         return hydra_overrides([str(x) for x in HydraConfig.get().overrides.hydra])
@@ -132,6 +136,7 @@ def _hydra_overrides() -> list[str]:
 
 def _searchpath() -> list[str]:
     try:
+        # lazy: hydra, ~73 ms (in a try)
         from hydra.core.hydra_config import HydraConfig
 
         return [str(x) for x in HydraConfig.get().searchpath]
@@ -140,6 +145,7 @@ def _searchpath() -> list[str]:
 
 
 def _run_member(suite, fixture, overrides, out_dir, parent, tracker, experiment):
+    # lazy: evalpipe.suite.members, ~14 ms
     from evalpipe.suite.members import run_member
 
     return run_member(
@@ -150,8 +156,10 @@ def _run_member(suite, fixture, overrides, out_dir, parent, tracker, experiment)
 
 def _record(suite, members, objective, split, ranker_choice, run_name, out, tracker, parent, resolved):
     """The suite's figures, params and files: saved in its output dir, then logged to its run."""
+    # lazy: evalpipe.reporting.params, ~2 ms
     from evalpipe.reporting.params import measurement_params
-    from evalpipe.safety.secrets import mask_config
+
+    # lazy: evalpipe.suite.aggregate, evalpipe.tracking, ~11 ms
     from evalpipe.suite.aggregate import aggregate
     from evalpipe.tracking import mlflow_store
 
@@ -174,6 +182,7 @@ def _record(suite, members, objective, split, ranker_choice, run_name, out, trac
         (out / name).write_text(text, encoding="utf-8")
     (out / "metrics.json").write_text(json.dumps(figures.metrics, indent=1, sort_keys=True), encoding="utf-8")
     if tracker is not None and parent is not None:
+        # lazy: evalpipe.reporting.headline, numpy, ~91 ms
         from evalpipe.reporting.headline import NOTE_TAG, clip
 
         tags[NOTE_TAG] = clip(files["suite.md"])
@@ -183,6 +192,7 @@ def _record(suite, members, objective, split, ranker_choice, run_name, out, trac
 
 
 def markdown(suite, per_fixture, figures, resolved, run_name, split, objective) -> str:
+    # lazy: evalpipe.reporting.report, numpy, evalpipe.suite.aggregate, ~94 ms
     from evalpipe.reporting.report import markdown_table
     from evalpipe.suite.aggregate import table
 
@@ -197,8 +207,8 @@ def markdown(suite, per_fixture, figures, resolved, run_name, split, objective) 
 
 
 def csv_text(per_fixture, figures) -> str:
+    # lazy: standard library, ~2 ms
     import csv
-    import io
 
     names = sorted(
         {n for m in per_fixture.values() for n in m if not n.startswith(("cost/", "index/", "fixture/"))}
@@ -224,6 +234,7 @@ def csv_text(per_fixture, figures) -> str:
 def _print(
     console, suite, members, figures, resolved, run_name, split, tracker, experiment_id, parent, out, job
 ) -> None:
+    # lazy: rich, evalpipe.suite.aggregate, evalpipe.tracking.links, ~47 ms
     from rich import box
     from rich.markup import escape
     from rich.table import Table

@@ -36,6 +36,7 @@ def fixture_options(conf_dirs: Sequence[Path]) -> list[str]:
 
 def conf_dirs(searchpath: Sequence[str] = ()) -> list[Path]:
     """evalpipe's own conf/ and the file:// entries of `hydra.searchpath`."""
+    # lazy: evalpipe.paths, ~1 ms
     from evalpipe.paths import PROJECT_ROOT
 
     dirs = [PROJECT_ROOT / "conf"]

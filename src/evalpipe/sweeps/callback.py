@@ -5,7 +5,7 @@ the whole sweep. It creates the store and experiment once (several jobs creating
 a fresh SQLite store at the same time corrupt it), opens the parent run before
 any job starts, and hands its ID to the jobs through the environment (inherited
 by the basic launcher's in-process jobs and by joblib/loky and local Ray workers).
-Jobs tag themselves as children (`evalpipe.sweeps.job.job_context`). At the end the
+Jobs tag themselves as children (`evalpipe.tracking.sweep_job.job_context`). At the end the
 parent collects the children and the runs reused by resume and logs
 summary.md / summary.csv / plots and best/<metric>.
 
@@ -24,13 +24,32 @@ import os
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from evalpipe.sweeps.job import PARENT_ENV, ROLE_TAG, SWEEP_ENV, SWEEP_FILE, SWEEP_TAG, SWEPT_ENV
-from evalpipe.sweeps.store import ORPHAN_REASON, ORPHAN_TAG, Opened, WorkerStore, set_point_store  # noqa: F401
+from evalpipe.safety.errors import EvalpipeError, fail, print_error
+from evalpipe.safety.secrets import mask_lines, mask_override, mask_text
+from evalpipe.tracking.sweep_job import (
+    PARENT_ENV,
+    ROLE_TAG,
+    SWEEP_ENV,
+    SWEEP_FILE,
+    SWEEP_TAG,
+    SWEPT_ENV,
+    link_env,
+    sweep_id_for,
+)
+from evalpipe.tracking.sweep_store import (  # noqa: F401
+    ORPHAN_REASON,
+    ORPHAN_TAG,
+    LocalStore,
+    Opened,
+    WorkerStore,
+    set_point_store,
+)
 
 URI_ENV = "MLFLOW_TRACKING_URI"
 ENV_KEYS = (PARENT_ENV, SWEEP_ENV, SWEPT_ENV, URI_ENV)
@@ -103,8 +122,8 @@ class MLflowSweepCallback(Callback):
         self._holdout: Any = None
         self._launcher = ""
         self._plotter: Any = None  # reporting.plot_worker.PlotWorker, importing matplotlib meanwhile
-        self._store: Any = None  # sweeps.store.LocalStore or WorkerStore
-        self._pending: Any = None  # sweeps.store.Pending: the parent run, being created by the worker
+        self._store: Any = None  # tracking.sweep_store.LocalStore or WorkerStore
+        self._pending: Any = None  # tracking.sweep_store.Pending: the parent run, being created by the worker
         self._experiment = ""
         self._sweeper = ""
 
@@ -124,24 +143,24 @@ class MLflowSweepCallback(Callback):
         except SystemExit:
             raise
         except Exception as exc:
-            print(f"evalpipe: error: cannot start the sweep: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print_error(f"cannot start the sweep: {type(exc).__name__}: {exc}")
             self._finish(aborted="FAILED")
             raise SystemExit(2) from None
 
     def _start(self, config: DictConfig) -> None:
+        # lazy: evalpipe.evaluation.preflight, numpy, ~83 ms
         from evalpipe.evaluation.preflight import check_sweep
-        from evalpipe.safety.errors import EvalpipeError
+
+        # lazy: evalpipe.sweeps, evalpipe.tracking.sweep_summary, numpy, ~98 ms
         from evalpipe.sweeps import compose_once
-        from evalpipe.sweeps.summary import swept_keys
+        from evalpipe.tracking.sweep_summary import swept_keys
 
         compose_once.install()  # each job's config composed once (the check's copy goes to the launcher)
         try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
             check_sweep(config, swept_keys(*_sweeper_spec(config)))
         except EvalpipeError as exc:
-            from evalpipe.safety.secrets import mask_text
-
-            print(f"evalpipe: error: {mask_text(str(exc))}", file=sys.stderr)
-            raise SystemExit(2) from None
+            fail(exc)
+        # lazy: evalpipe.tracking, ~8 ms
         from evalpipe.tracking import upload_worker
 
         worker = upload_worker.take()  # started by `python -m evalpipe -m`; not for the jobs
@@ -151,9 +170,10 @@ class MLflowSweepCallback(Callback):
         if config.tracking.get("offline"):  # jobs save locally; `evalpipe sync <sweep dir>` uploads them
             print("[evalpipe] offline sweep: no parent run; each job saves its run locally", file=sys.stderr)
             return
+        # lazy: evalpipe.evaluation.identity, ~3 ms
         from evalpipe.evaluation.identity import experiment_name
-        from evalpipe.sweeps.job import sweep_id_for
-        from evalpipe.sweeps.store import LocalStore
+
+        # lazy: evalpipe.tracking, evalpipe.tracking.links, ~13 ms
         from evalpipe.tracking import mlflow_store
         from evalpipe.tracking.links import prepare_experiment
 
@@ -162,8 +182,8 @@ class MLflowSweepCallback(Callback):
         self._sweep_dir = os.path.abspath(str(config.hydra.sweep.dir))
         self._sweep_id = sweep_id_for(self._sweep_dir, time.time_ns())
         self._objective = str(config.get("objective") or "recall_at_5")
+        # lazy: evalpipe.safety.hydra_secrets, ~1 ms
         from evalpipe.safety.hydra_secrets import register_job_secrets
-        from evalpipe.safety.secrets import mask_override, mask_text
 
         register_job_secrets(config)
         spec, task = _sweeper_spec(config)
@@ -212,17 +232,18 @@ class MLflowSweepCallback(Callback):
                     Opened(experiment_id, self._store.create_parent(experiment_id, run_name, tags, params))
                 )
         except EvalpipeError as exc:
-            print(f"evalpipe: error: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
+            fail(exc)
         self._started = time.time()
         self._config = config
         atexit.register(self._on_abort)
+        # lazy: evalpipe.safety, ~3 ms
         from evalpipe.safety import signals
 
         signals.on_interrupt(self._stop_workers)
         if launcher not in IN_PROCESS_LAUNCHERS:  # the jobs inherit the parent run's ID when they start
             self._resolve()
         elif self._pending is not None:  # once Hydra has composed the first batch (or a job starts)
+            # lazy: evalpipe.sweeps, ~1 ms
             from evalpipe.sweeps import compose_once
 
             compose_once.after_check(self._resolve)
@@ -240,24 +261,24 @@ class MLflowSweepCallback(Callback):
 
     def _resolve(self) -> None:
         """Wait for the parent run; a store the worker could not open is exit 2, as before."""
-        from evalpipe.safety.errors import EvalpipeError
 
         pending, self._pending = self._pending, None
         if pending is None:
             return
+        # lazy: evalpipe.sweeps, ~1 ms
         from evalpipe.sweeps import compose_once
 
         compose_once.after_check(None)
         try:
             opened = pending.wait()
         except EvalpipeError as exc:
-            print(f"evalpipe: error: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
+            fail(exc)
         self._opened(opened)
 
     def _start_plotter(self) -> None:
         """The summary's plots are drawn by a warm child at the end: it imports matplotlib meanwhile
         (after the upload worker has imported MLflow, so that the two do not share the second core)."""
+        # lazy: evalpipe.reporting.plot_worker, ~6 ms
         from evalpipe.reporting.plot_worker import PlotWorker
 
         if self._plotter is None:
@@ -292,6 +313,7 @@ class MLflowSweepCallback(Callback):
         )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        # lazy: evalpipe.safety, ~3 ms
         from evalpipe.safety import signals
 
         atexit.unregister(self._on_abort)
@@ -302,8 +324,8 @@ class MLflowSweepCallback(Callback):
         """On SIGINT/SIGTERM: pass it on to the worker processes (joblib/loky) and give their jobs
         up to WORKER_GRACE_S to save what they measured (run_info.json) before the launcher kills
         them; jobs still running after that are marked KILLED by `_finish`."""
-        from pathlib import Path
 
+        # lazy: evalpipe.reporting.local, evalpipe.safety, ~5 ms
         from evalpipe.reporting.local import INFO_FILE
         from evalpipe.safety import signals
 
@@ -326,6 +348,7 @@ class MLflowSweepCallback(Callback):
 
     def _on_abort(self) -> None:
         """atexit: the sweep ended without on_multirun_end (a job failed, Ctrl-C, SIGTERM, SystemExit)."""
+        # lazy: evalpipe.safety, ~3 ms
         from evalpipe.safety import signals
 
         self._finish(aborted="KILLED" if signals.received() else "FAILED")
@@ -387,15 +410,15 @@ class MLflowSweepCallback(Callback):
 
     def _print_summary(self, store: Any, parent: str, status: str) -> None:
         """The top points by the objective, the best point, and where the summary and parent run are."""
-        from pathlib import Path
 
+        # lazy: rich, evalpipe.tracking.sweep_summary, numpy, ..., ~153 ms
         from rich import box
         from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
 
-        from evalpipe.sweeps.summary import best_line, points_table, top_points
         from evalpipe.tracking.links import ui_lines
+        from evalpipe.tracking.sweep_summary import best_line, points_table, top_points
 
         console = Console(width=None if sys.stdout.isatty() else 160)
         top = top_points(self._rows, self._objective)
@@ -413,6 +436,7 @@ class MLflowSweepCallback(Callback):
         console.print(table)
         console.print(escape(best_line(self._rows, self._keys, self._objective)), highlight=False)
         if self._holdout is not None:
+            # lazy: evalpipe.sweeps.holdout, numpy, ~93 ms
             from evalpipe.sweeps.holdout import print_holdout
 
             print_holdout(console, self._holdout)
@@ -443,12 +467,13 @@ class MLflowSweepCallback(Callback):
 
     def _write_summary(self, store: Any, parent: str, aborted: str | None = None) -> int:
         """Log summary.md, summary.csv, plots and best/<metric>; return the number of failed points."""
-        from pathlib import Path
 
+        # lazy: evalpipe.reporting.headline, numpy, evalpipe.reporting.plots, ~150 ms
         from evalpipe.reporting.headline import NOTE_TAG, clip
         from evalpipe.reporting.plots import sweep_plots
-        from evalpipe.safety.secrets import mask_lines
-        from evalpipe.sweeps.summary import (
+
+        # lazy: evalpipe.tracking.sweep_summary, numpy, ~90 ms
+        from evalpipe.tracking.sweep_summary import (
             best_metric_names,
             best_points,
             summary_csv,
@@ -473,6 +498,7 @@ class MLflowSweepCallback(Callback):
         held = self._run_holdout(store, parent, rows) if aborted is None else None
         description = sweep_description(rows, self._keys, self._objective, self._sweep_id)
         if held is not None:
+            # lazy: evalpipe.sweeps, numpy, ~105 ms
             from evalpipe.sweeps import holdout
 
             metrics.update(holdout.metrics(held))
@@ -494,6 +520,7 @@ class MLflowSweepCallback(Callback):
             "summary.csv": summary_csv(rows, self._keys, holdout=held),
         }
         if held is not None:
+            # lazy: evalpipe.sweeps.holdout, numpy, ~94 ms
             from evalpipe.sweeps.holdout import csv_rows
 
             files["holdout.csv"] = csv_rows(held)
@@ -529,12 +556,13 @@ class MLflowSweepCallback(Callback):
 
     def _run_holdout(self, store: Any, parent: str, rows: list[Any]) -> Any:
         """On a dev-split sweep: the best and the reference point re-run on the test split."""
+        # lazy: evalpipe.sweeps, numpy, ~106 ms
         from evalpipe.sweeps import holdout
-        from evalpipe.sweeps.job import link_env
 
         config = self._config
         if config is None or not holdout.wanted(config):
             return None
+        # lazy: evalpipe.suite.members, ~8 ms
         from evalpipe.suite.members import hydra_overrides
 
         task = [str(x) for x in OmegaConf.to_container(config.hydra.overrides.task, resolve=False)]

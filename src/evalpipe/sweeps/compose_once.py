@@ -34,6 +34,7 @@ def after_check(hook: Callable[[], None] | None) -> None:
 def install() -> None:
     """Patch Hydra's sweeper check and config loader (once per process); each config file is
     parsed once too (`sweeps.config_cache`)."""
+    # lazy: hydra, omegaconf, yaml, ..., ~280 ms
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.plugins.sweeper import Sweeper
 

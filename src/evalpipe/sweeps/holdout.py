@@ -19,8 +19,11 @@ Then, side by side:
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -31,7 +34,13 @@ from typing import Any
 import numpy as np
 import yaml
 
-from evalpipe.sweeps.summary import HOLDOUT_DIR  # reused_runs skips this folder
+from evalpipe.reporting.report import markdown_table
+from evalpipe.safety.secrets import mask_text
+from evalpipe.scoring.names import lookup, metric_name
+from evalpipe.tracking.sweep_summary import (
+    HOLDOUT_DIR,  # reused_runs skips this folder
+    top_points,
+)
 
 HOLDOUT_ROLE = "holdout"
 HOLDOUT_TAG = "evalpipe.holdout"  # best | default
@@ -156,9 +165,6 @@ def best_overrides(
 
 def rerun(which: str, overrides: Sequence[str], out_dir: Path, link: Mapping[str, str]) -> HoldoutRun:
     """`python -m evalpipe <overrides> fixture.split=test` as a linked child of the sweep's parent."""
-    import shutil
-
-    from evalpipe.safety.secrets import mask_text
 
     if out_dir.is_dir():  # a sweep dir used again: never read an earlier re-run's files
         shutil.rmtree(out_dir)
@@ -177,6 +183,7 @@ def rerun(which: str, overrides: Sequence[str], out_dir: Path, link: Mapping[str
 
 def saved_run(out_dir: Path) -> tuple[str, str]:
     """(run ID, status) of the run saved in `out_dir`, or of the run a reused point stands for."""
+    # lazy: evalpipe.reporting.local, ~5 ms
     from evalpipe.reporting.local import INFO_FILE
 
     try:
@@ -195,8 +202,10 @@ def saved_run(out_dir: Path) -> tuple[str, str]:
 
 def per_case(client: Any, run_id: str, objective: str) -> dict[str, float] | None:
     """{case ID: objective value} from the run's cases.json; None when the run has none (a suite)."""
+    # lazy: evalpipe.compare.runs, ~12 ms
     from evalpipe.compare.runs import load_cases
-    from evalpipe.scoring.names import metric_name
+
+    # lazy: evalpipe.stats.comparison, ~8 ms
     from evalpipe.stats.comparison import CompareError
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in the summary
@@ -217,7 +226,6 @@ def per_case(client: Any, run_id: str, objective: str) -> dict[str, float] | Non
 
 
 def objective_of(metrics: Mapping[str, float], objective: str) -> float | None:
-    from evalpipe.scoring.names import lookup
 
     value = lookup(metrics, objective)
     return None if value is None else float(value)
@@ -234,7 +242,6 @@ def run_holdout(
     say=print,
 ) -> Holdout | None:
     """Re-run the best and the reference point on the test split and compare (None: nothing to do)."""
-    from evalpipe.sweeps.summary import top_points
 
     top = top_points(rows, objective, 1)
     if not top:
@@ -267,6 +274,7 @@ def compare(
     client: Any, objective: str, best_row: Any, best_dev: float | None, best: HoldoutRun, default: HoldoutRun
 ) -> Holdout:
     """The figures of the hold-out check from the three runs (best on dev, best and default on test)."""
+    # lazy: evalpipe.stats, ~1 ms
     from evalpipe.stats import resampling as stats
 
     notes = [f"{r.which} point on test: {r.error}" for r in (best, default) if r.error]
@@ -367,7 +375,6 @@ def tags(h: Holdout) -> dict[str, str]:
 
 
 def markdown(h: Holdout) -> list[str]:
-    from evalpipe.reporting.report import markdown_table
 
     cases = f" · {h.n_dev} dev / {h.n_test} test cases" if h.n_test else ""
     out = ["## Hold-out check (tuned on dev, measured on test)", ""]
@@ -380,8 +387,6 @@ def markdown(h: Holdout) -> list[str]:
 
 
 def csv_rows(h: Holdout) -> str:
-    import csv
-    import io
 
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -409,6 +414,7 @@ def csv_rows(h: Holdout) -> str:
 
 
 def print_holdout(console: Any, h: Holdout) -> None:
+    # lazy: rich, ~39 ms
     from rich import box
     from rich.markup import escape
     from rich.table import Table

@@ -86,6 +86,7 @@ def _source_uri(path: str) -> str:
 
 def describe(fixture: Any) -> list[dict[str, Any]]:
     """The fixture and corpus inputs of a run on `fixture` (a loaded `Fixture`), as JSON values."""
+    # lazy: evalpipe.safety.secrets, ~3 ms
     from evalpipe.safety.secrets import mask_text
 
     tiers = fixture.tier_counts()
@@ -153,6 +154,7 @@ def saved_specs(saved: Any) -> list[DataSpec]:
 
 def dataset_inputs(specs: Sequence[DataSpec], split: str = "") -> list[Any]:
     """MLflow `DatasetInput` entities (source type `local`: a file or folder on this machine)."""
+    # lazy: mlflow, pandas, scipy, ..., ~1282 ms
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     out = []

@@ -81,7 +81,7 @@ NAME_COLUMN = "attributes.`Run Name`"
 #: Column widths (px): a run name such as `bm25 k1=0.9 b=0.4 fields=[title]`; a metric's first 6 digits.
 NAME_WIDTH = 260
 METRIC_WIDTH = 90
-#: A reused sweep point carries this tag (`evalpipe.sweeps.reuse.REUSED_TAG`; not imported: links
+#: A reused sweep point carries this tag (`evalpipe.tracking.reuse.REUSED_TAG`; not imported: links
 #: is imported by every run, reuse by sweeps only).
 REUSED_TAG = "evalpipe.reused_run_id"
 
@@ -182,6 +182,7 @@ def ui_lines(uri: str, experiment_id: str, run_id: str, ui_command: str) -> list
     if exp:
         lines.append(f"runs table: {exp}")
     lines.append(f"serve it:   {ui_command}")
+    # lazy: evalpipe.safety.secrets, ~4 ms
     from evalpipe.safety.secrets import mask_text
 
     return [mask_text(line) for line in lines]  # a server URI's user:password is never printed
@@ -194,7 +195,22 @@ def run_href(experiment_id: str, run_id: str) -> str:
 
 def run_link_suffix(uri: str, experiment_id: str, run_id: str) -> str:
     """` (<run page URL>)` for a line naming a run, or "" where the store has no UI address; masked."""
+    # lazy: evalpipe.safety.secrets, ~4 ms
     from evalpipe.safety.secrets import mask_text
 
     url = run_url(uri, experiment_id, run_id)
     return f" ({mask_text(url)})" if url else ""
+
+
+def print_links(
+    console: Any, tracker: Any, experiment: str, experiment_id: str, run_id: str, run_name: str
+) -> None:
+    """Where a single run is in MLflow (printed after its tables, once it is uploaded)."""
+    from rich.markup import escape  # lazy: rich, only to print (the upload worker imports links)
+
+    console.print(
+        f"MLflow: experiment [bold]{escape(experiment)}[/] · run [bold]{run_id}[/] ({escape(run_name)})",
+        highlight=False,
+    )
+    for line in ui_lines(tracker.uri, experiment_id, run_id, tracker.ui_command):
+        console.print(escape(line), highlight=False, soft_wrap=True)

@@ -15,6 +15,8 @@ minutes of MLflow's defaults.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import re
@@ -57,6 +59,7 @@ class Tracker:
 
     @property
     def ui_command(self) -> str:
+        # lazy: evalpipe.safety.secrets, ~2 ms
         from evalpipe.safety.secrets import mask_text
 
         if self.uri.startswith(("http://", "https://")):
@@ -82,6 +85,7 @@ def normalise_uri(uri: str | None) -> str:
     if db is not None:
         return "sqlite:///" + str(db.expanduser().resolve())
     if "://" not in uri:
+        # lazy: evalpipe.safety.errors, ~2 ms
         from evalpipe.safety.errors import EvalpipeError
 
         raise EvalpipeError(
@@ -101,8 +105,8 @@ def check_writable(db: Path) -> None:
     Probes by writing (a temp file beside the database, opening the database for writing), as
     permission bits say nothing for root, immutable files or read-only mounts.
     """
-    import errno
 
+    # lazy: evalpipe.safety.secrets, ~2 ms
     from evalpipe.safety.secrets import mask_text
 
     target = db.parent
@@ -127,6 +131,7 @@ def check_writable(db: Path) -> None:
 
 def probe_server(uri: str, budget: float = PROBE_SECONDS) -> None:
     """GET <server>/health with short timeouts for at most `budget` seconds, or StoreUnavailable."""
+    # lazy: evalpipe.safety.secrets, ~32 ms
     import base64
     import socket
     import urllib.error
@@ -171,7 +176,6 @@ def probe_server(uri: str, budget: float = PROBE_SECONDS) -> None:
 @contextmanager
 def schema_lock(db: Path) -> Iterator[None]:
     """Exclusive lock on `<db>.lock` while the schema is created or migrated (one process at a time)."""
-    import fcntl
 
     lock_path = db.with_name(db.name + ".lock")
     with open(lock_path, "a+") as fh:
@@ -192,6 +196,7 @@ def ensure_store(uri: str | None = None) -> Tracker:
     A SQLite store is opened once per process (the next sweep point gets the same client, as
     MLflow keeps one store object per URI), though checked for writing every time; a server is
     probed every time."""
+    # lazy: mlflow, pandas, scipy, ..., ~2508 ms
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -203,6 +208,7 @@ def ensure_store(uri: str | None = None) -> Tracker:
             mlflow.set_tracking_uri(uri)
             return _opened[uri]
     elif uri.startswith(("http://", "https://")):
+        # lazy: standard library, ~6 ms
         import logging
 
         # urllib3 logs each retry as a WARNING (on the console): the failure is said once, by evalpipe.
@@ -245,6 +251,7 @@ def check_store(uri: str | None) -> str:
 
     A run whose store is opened by the upload worker makes these checks itself before any
     case, so those failures still stop it first, with exit 2."""
+    # lazy: evalpipe.safety.errors, evalpipe.safety.secrets, ~4 ms
     from evalpipe.safety.errors import EvalpipeError
     from evalpipe.safety.secrets import mask_text
 
@@ -254,6 +261,7 @@ def check_store(uri: str | None) -> str:
         if db is not None:
             check_writable(db)
         elif uri.startswith(("http://", "https://")):
+            # lazy: standard library, ~6 ms (in a try)
             import logging
 
             logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
@@ -272,6 +280,7 @@ def check_store(uri: str | None) -> str:
 
 def open_experiment(uri: str | None, name: str) -> tuple[Tracker, str]:
     """Store + experiment, or an EvalpipeError saying which store could not be opened."""
+    # lazy: evalpipe.safety.errors, evalpipe.safety.secrets, ~4 ms
     from evalpipe.safety.errors import EvalpipeError
     from evalpipe.safety.secrets import mask_text
 
@@ -310,10 +319,10 @@ def git_revision(root: Path = PROJECT_ROOT) -> str:
     return rev + ("-dirty" if dirty else "")
 
 
-def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Flatten a nested config into dotted keys with string values (MLflow params)."""
+def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Flatten a nested mapping into dotted keys with string values (MLflow params)."""
     out: dict[str, str] = {}
-    for key, value in cfg.items():
+    for key, value in values.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping) and value:
             out.update(flatten(value, name + "."))
@@ -339,6 +348,7 @@ def log_batch(
     """Log in as few calls as MLflow's batch limits allow (100 params/tags, 1000 metrics).
 
     `timestamp_ms` dates the metrics (a synced run keeps the time it was measured)."""
+    # lazy: mlflow, pandas, scipy, ..., ~1249 ms
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(timestamp_ms) if timestamp_ms else int(time.time() * 1000)
@@ -390,6 +400,7 @@ def log_artifact_files(
 
 
 def log_table(tracker: Tracker, run_id: str, table: Mapping[str, Sequence[Any]], name: str) -> None:
+    # lazy: mlflow, pandas, scipy, ..., ~1240 ms
     import mlflow
 
     mlflow.set_tracking_uri(tracker.uri)

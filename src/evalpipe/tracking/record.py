@@ -54,6 +54,7 @@ class Recording:
 
     def describe_data(self, fixture: Any) -> None:
         """Record what the run is measured on; every upload logs it as MLflow dataset inputs."""
+        # lazy: evalpipe.tracking.datasets, ~3 ms
         from evalpipe.tracking.datasets import describe
 
         self.datasets = describe(fixture)
@@ -66,6 +67,7 @@ class Recording:
         """Open the MLflow run (online only); it is RUNNING until `finish` or `abandon`.
 
         With a worker the request is only sent: `started` waits for the run ID."""
+        # lazy: evalpipe.tracking.sync, ~5 ms
         from evalpipe.tracking.sync import LOCAL_ID_TAG
 
         if self.worker is not None:
@@ -131,6 +133,7 @@ class Recording:
             **(extra or {}),
         }
         if self.datasets is not None:
+            # lazy: evalpipe.tracking.datasets, ~3 ms
             from evalpipe.tracking.datasets import INFO_KEY
 
             info[INFO_KEY] = self.datasets
@@ -155,6 +158,7 @@ class Recording:
             return self._upload_by_worker(figures)
         if self.tracker is None or self.run_id is None or self.out_dir is None:
             return None
+        # lazy: evalpipe.tracking, evalpipe.tracking.sync, ~14 ms
         from evalpipe.tracking import mlflow_store
         from evalpipe.tracking.sync import finish_upload, upload_saved
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from evalpipe.reporting.local import SavedRun, find_saved_runs, load_run, update_info
+from evalpipe.safety.errors import EvalpipeError, print_error
+from evalpipe.safety.secrets import mask_text
 
 LOCAL_ID_TAG = "evalpipe.local_id"
 UPLOAD_TAG = "evalpipe.upload"
@@ -27,6 +28,7 @@ SUPERSEDED_TAG = "evalpipe.superseded_by"
 def upload_saved(tracker: Any, run_id: str, saved: SavedRun) -> None:
     """Log a saved run's metrics, params, tags, dataset inputs (fixture, corpus), artifact files and
     case table into `run_id`."""
+    # lazy: evalpipe.tracking, evalpipe.tracking.datasets, ~19 ms
     from evalpipe.tracking import mlflow_store
     from evalpipe.tracking.datasets import log_saved_inputs
 
@@ -67,7 +69,7 @@ def _runs_with_local_id(tracker: Any, experiment_id: str, local_id: str) -> list
 
 def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
     """Upload one saved run unless it is already there; return what happened (one line)."""
-    from evalpipe.safety.secrets import mask_text
+    # lazy: evalpipe.tracking, evalpipe.tracking.links, ~15 ms
     from evalpipe.tracking import mlflow_store
     from evalpipe.tracking.links import run_link_suffix
 
@@ -129,7 +131,6 @@ def sync_one(saved: SavedRun, uri: str | None, out=print) -> str:
 def main(argv: list[str]) -> int:
     """`evalpipe sync [--tracking-uri URI] DIR...`: 0 when every run is in the store, 1 if an upload
     failed, 2 for bad input (nothing saved there, store unavailable)."""
-    from evalpipe.safety.errors import EvalpipeError
 
     parser = argparse.ArgumentParser(
         prog="evalpipe sync",
@@ -146,29 +147,24 @@ def main(argv: list[str]) -> int:
     runs = find_saved_runs(args.dirs)
     if not runs:
         names = " ".join(str(d) for d in args.dirs)
-        print(f"evalpipe: error: no saved run (run_info.json) in {names}", file=sys.stderr)
+        print_error(f"no saved run (run_info.json) in {names}")
         return 2
     failed = bad = False
     for directory in runs:
         try:
             saved = load_run(directory)
         except EvalpipeError as exc:  # half-written or foreign files: named, the others still go up
-            print(f"evalpipe: error: {exc}", file=sys.stderr)
+            print_error(exc)
             bad = True
             continue
         uri = target_uri(saved, args.tracking_uri)
         try:
             print(sync_one(saved, uri))
         except EvalpipeError as exc:
-            print(f"evalpipe: error: {directory}: {exc}", file=sys.stderr)
+            print_error(f"{directory}: {exc}")
             return 2
         except Exception as exc:
-            from evalpipe.safety.secrets import mask_text
-
-            line = mask_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "")
-            print(
-                f"evalpipe: error: upload of {directory} failed: {type(exc).__name__}: {line}",
-                file=sys.stderr,
-            )
+            line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            print_error(f"upload of {directory} failed: {type(exc).__name__}: {line}")
             failed = True
     return 2 if bad else 1 if failed else 0

@@ -12,10 +12,10 @@ builds the index and runs the cases. The parent then only sends requests over a 
     files  -> extra artifacts (the plots), from a directory the parent wrote
     finish -> the upload marker and the saved status and end time
     abandon-> end the run FAILED or KILLED
-    sweep  -> a sweep's store operation (`sweeps.store`: its parent run, reused points, summary)
+    sweep  -> a sweep's store operation (`tracking.sweep_store`: its parent run, reused points, summary)
 
 A sweep (`-m`) starts the worker too (`wanted_sweep`): its parent process then asks the worker
-for every store operation instead of importing MLflow itself (`sweeps.store.WorkerStore`).
+for every store operation instead of importing MLflow itself (`tracking.sweep_store.WorkerStore`).
 
 Replies come back in order, one JSON line each. What stays true with the worker:
 
@@ -31,15 +31,18 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evalpipe.core.subcommands import SUBCOMMANDS  # `evalpipe <command>`s: not runs, nothing to upload
 from evalpipe.tracking.worker_errors import WorkerError, WorkerGone
 
 #: EVALPIPE_UPLOAD_WORKER=0 runs the upload in the run's own process (as before the worker).
@@ -49,8 +52,6 @@ NO_RUN_FLAGS = frozenset(
     {"-m", "--multirun", "-h", "--help", "--hydra-help", "-c", "--cfg", "--info", "--shell-completion"}
 )
 MULTIRUN_FLAGS = frozenset({"-m", "--multirun"})
-#: `evalpipe <command>`s that are not runs (dispatched before Hydra).
-SUBCOMMANDS = frozenset({"compare", "check-fixture", "merge-judgements", "sync", "gate", "baseline"})
 _OFFLINE = ("tracking.offline=true", "tracking.offline=True", "+tracking.offline=true")
 
 _early: UploadWorker | None = None
@@ -223,16 +224,16 @@ def _at_exit() -> None:
 
 def _warm() -> None:
     """Import what opening a store and uploading need, before the first request comes."""
-    import gc
 
     gc.disable()  # importing MLflow allocates ~340k objects: collections would walk them repeatedly
+    # lazy: mlflow, pandas, scipy, ..., ~2628 ms
     import mlflow  # noqa: F401
     from mlflow.tracking import MlflowClient  # noqa: F401
 
-    from evalpipe.sweeps import reuse, store, summary  # noqa: F401  (a sweep's requests)
-    from evalpipe.tracking import datasets, links, mlflow_store, sync  # noqa: F401
+    from evalpipe.tracking import datasets, links, mlflow_store, reuse, sweep_store, sweep_summary, sync  # noqa: F401  (a sweep's requests)  # noqa: F401
 
     with contextlib.suppress(Exception):  # the default store: SQLite through SQLAlchemy
+        # lazy: sqlalchemy, mlflow, pandas, ..., ~2161 ms
         import sqlalchemy.orm
         from mlflow.store.tracking import sqlalchemy_store  # noqa: F401
 
@@ -250,7 +251,7 @@ class _Serve:
         self.open_runs: set[str] = set()
         #: runs one of whose upload steps failed: later steps must not mark them complete
         self.failed_runs: set[str] = set()
-        self.sweep_store: Any = None  # sweeps.store.LocalStore on `tracker`, for `sweep` requests
+        self.sweep_store: Any = None  # tracking.sweep_store.LocalStore on `tracker`, for `sweep` requests
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -263,6 +264,7 @@ class _Serve:
     def _handle(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req.get("op")
         if op == "open":
+            # lazy: evalpipe.tracking, ~10 ms
             from evalpipe.tracking import links, mlflow_store
 
             self.tracker, self.experiment_id = mlflow_store.open_experiment(req["uri"], req["experiment"])
@@ -282,6 +284,7 @@ class _Serve:
             self.open_runs.add(run.info.run_id)
             return {"run_id": run.info.run_id}
         if op == "upload":
+            # lazy: evalpipe.reporting.local, evalpipe.tracking.sync, ~17 ms
             from evalpipe.reporting.local import load_run
             from evalpipe.tracking.sync import upload_saved
 
@@ -291,6 +294,7 @@ class _Serve:
             client.log_artifacts(req["run_id"], req["dir"], artifact_path=req.get("subdir") or None)
             return {}
         if op == "finish":
+            # lazy: evalpipe.reporting.local, evalpipe.tracking.sync, ~18 ms
             from evalpipe.reporting.local import load_run
             from evalpipe.tracking.sync import finish_upload
 
@@ -298,7 +302,8 @@ class _Serve:
             self.open_runs.discard(req["run_id"])
             return {}
         if op == "sweep":
-            from evalpipe.sweeps.store import serve
+            # lazy: evalpipe.tracking.sweep_store, ~9 ms
+            from evalpipe.tracking.sweep_store import serve
 
             return serve(self, req)
         if op == "abandon":
@@ -316,12 +321,12 @@ class _Serve:
 
 
 def serve() -> None:
-    import signal
 
     for name in ("SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGPIPE"):
         if hasattr(signal, name):  # only the parent tells this process what to do (or kill/EOF)
             signal.signal(getattr(signal, name), signal.SIG_IGN)
     _warm()
+    # lazy: evalpipe.safety.errors, ~3 ms
     from evalpipe.safety.errors import EvalpipeError
 
     server = _Serve()

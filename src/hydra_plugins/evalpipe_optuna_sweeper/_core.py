@@ -32,18 +32,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep, Transformer
 from hydra.core.utils import JobStatus
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+
+from evalpipe.safety.errors import fail
 
 #: Trial states that count towards the study's n_trials.
 LIVE = ("COMPLETE", "PRUNED", "RUNNING", "WAITING")
-
-
-def fail(message: str, code: int = 2) -> None:
-    print(f"evalpipe: error: {message}", file=sys.stderr)
-    raise SystemExit(code)
 
 
 def _range_values(sweep: RangeSweep) -> list[Any]:
@@ -60,6 +59,7 @@ def distribution(override: Override) -> Any:
     """An Optuna distribution for a sweep override, or the fixed value (a str) for a plain one.
 
     `range(a, b, s)` means what it means in a grid (b excluded), as an int or float step grid."""
+    # lazy: optuna, numpy, ~143 ms
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
     if not override.is_sweep_override():
@@ -121,8 +121,8 @@ def search_space(
 
 def _sampler(sweeper: Any, shared: bool) -> Any:
     """The configured sampler (Hydra instantiated it with the sweeper); re-seeded for a shared study."""
+    # lazy: optuna, numpy, ~146 ms
     import optuna
-    from hydra.utils import instantiate
 
     sampler = sweeper.settings.get("sampler")
     cfg = sweeper.config.hydra.sweeper.get("sampler") if sweeper.config is not None else None
@@ -141,6 +141,7 @@ def _sampler(sweeper: Any, shared: bool) -> Any:
 def _storage(url: str | None, settings: Mapping[str, Any]) -> Any:
     if not url:
         return None
+    # lazy: optuna, numpy, hydra_plugins.evalpipe_optuna_sweeper._urls, ~145 ms
     from optuna.storages import RDBStorage
 
     from hydra_plugins.evalpipe_optuna_sweeper._urls import masked
@@ -229,6 +230,7 @@ def _run_id(ret: Any) -> str | None:
 
 
 def sweep(sweeper: Any, arguments: list[str]) -> None:
+    # lazy: optuna, numpy, hydra_plugins.evalpipe_optuna_sweeper._urls, ~296 ms
     import optuna
     from optuna.trial import TrialState
 
@@ -320,7 +322,6 @@ def sweep(sweeper: Any, arguments: list[str]) -> None:
 
 def _write_results(study: Any, sweep_dir: Path) -> None:
     """optimization_results.yaml (hydra-optuna-sweeper's file, logged on the sweep's parent run)."""
-    import yaml
 
     try:
         best = study.best_trial

@@ -32,6 +32,8 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from omegaconf import DictConfig, open_dict
 
+from evalpipe.safety.errors import fail, print_error
+
 log = logging.getLogger(__name__)
 
 #: ray.init options that size or configure a new instance; Ray refuses them for a running cluster.
@@ -73,6 +75,7 @@ def init_options(init_kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[str]
 
 def start_ray(init_kwargs: dict[str, Any]) -> None:
     """Start a local Ray instance or join a cluster (once per process); a local one stops at exit."""
+    # lazy: ray, requests, ~318 ms
     import ray
 
     if ray.is_initialized():
@@ -95,8 +98,7 @@ def start_ray(init_kwargs: dict[str, Any]) -> None:
     except (ConnectionError, ValueError, RuntimeError) as exc:
         where = kwargs.get("address") or os.environ.get("RAY_ADDRESS") or "a new local instance"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"evalpipe: error: cannot start Ray ({where}): {first}", file=sys.stderr)
-        raise SystemExit(2) from None
+        fail(f"cannot start Ray ({where}): {first}")
     finally:
         _restore_signals(saved)
     if not joins_cluster(kwargs):
@@ -119,6 +121,7 @@ def run_in_worker(
     A job's SystemExit (evalpipe's "bad input, exit 2", an interrupted point's 130) is returned,
     not raised: raised in a Ray task it would end the worker and look like a crash.
     """
+    # lazy: ray, requests, ~314 ms
     import ray
 
     setup_globals()
@@ -194,6 +197,7 @@ def lost_return(cfg: DictConfig, overrides: Sequence[str]) -> JobReturn:
 def launch(
     launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
 ) -> Sequence[JobReturn]:
+    # lazy: ray, requests, ~310 ms
     import ray
 
     setup_globals()
@@ -263,16 +267,16 @@ def _collect(
     ref: Any, idx: int, batch: Sequence[Sequence[str]], i: int, cfg: DictConfig, on_cluster: bool
 ) -> tuple[JobReturn, int]:
     """(the job's JobReturn, its non-zero SystemExit code or 0); a lost task gets one line and NaN."""
+    # lazy: ray, requests, ~305 ms
     import ray
 
     try:
         out = ray.get(ref)
     except ray.exceptions.RayError as exc:
         what, why = point_label(batch[i], batch), _one_line(exc).rstrip(".")
-        print(
-            f"evalpipe: error: sweep point #{idx} ({what}) lost on Ray: {why}; "
-            "its run ends FAILED and running this sweep again measures it",
-            file=sys.stderr,
+        print_error(
+            f"sweep point #{idx} ({what}) lost on Ray: {why}; "
+            "its run ends FAILED and running this sweep again measures it"
         )
         return lost_return(cfg, batch[i]), 0
     if on_cluster:  # where each point ran (all on this machine for a local instance)
@@ -283,6 +287,7 @@ def _collect(
 
 
 def _cancel(refs: list[Any], grace_s: float) -> None:
+    # lazy: ray, requests, ~306 ms
     import ray
 
     if not refs:

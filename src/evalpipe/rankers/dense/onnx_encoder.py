@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ def export_path(root: str | Path, fingerprint: str, quantize: str | None) -> Pat
 def require_onnxruntime() -> Any:
     """The `onnxruntime` module; ImportError (with the install hint) when it or `onnx` is missing."""
     try:
+        # lazy: onnx, numpy, onnxruntime, ~668 ms (in a try)
         import onnx  # noqa: F401  (the exporter and the quantiser need it)
         import onnxruntime
     except ImportError as exc:
@@ -66,6 +68,7 @@ class _Pipeline:
 
     @staticmethod
     def build(st_model: Any, input_names: list[str]) -> Any:
+        # lazy: torch, ~1210 ms
         import torch
 
         class Pipeline(torch.nn.Module):
@@ -94,8 +97,8 @@ def _atomic(final: Path, write: Any) -> None:
 
 def export_fp32(st_model: Any, path: Path) -> None:
     """Trace `st_model` (sentence-transformers) to an fp32 ONNX graph with dynamic batch and length."""
-    import warnings
 
+    # lazy: torch, ~1213 ms
     import torch
 
     sample = tokenize(st_model, ["an export sample", "a second, longer export sample text"])
@@ -122,6 +125,7 @@ def export_fp32(st_model: Any, path: Path) -> None:
 
 def quantize_int8(fp32_path: Path, path: Path) -> None:
     """ONNX Runtime dynamic int8 (per-channel weights) of every MatMul of the fp32 graph."""
+    # lazy: onnxruntime, onnx, numpy, ~713 ms
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     reduce_range = int8_variant() == "avx2"

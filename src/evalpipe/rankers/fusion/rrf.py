@@ -64,17 +64,18 @@ class RRFRanker(CorpusRanker):
         # Hydra hands nested configs over as a DictConfig of instantiated rankers; plain dicts work too.
         self.components: dict[str, Ranker] = {str(n): c for n, c in dict(components or {}).items()}
         if not self.components:
-            raise ValueError("rrf ranker: no components configured (set ranker.components)")
+            raise ValueError(f"{self.name} ranker: no components configured (set ranker.components)")
         for cname, comp in self.components.items():
             if not callable(getattr(comp, "search", None)):
-                raise ValueError(f"rrf ranker: component {cname!r} has no search() method: {comp!r}")
+                raise ValueError(f"{self.name} ranker: component {cname!r} has no search() method: {comp!r}")
         if k < 0 or depth < 1:
-            raise ValueError(f"rrf ranker: need k >= 0 and depth >= 1 (got k={k}, depth={depth})")
+            raise ValueError(f"{self.name} ranker: need k >= 0 and depth >= 1 (got k={k}, depth={depth})")
         weights = {str(n): float(w) for n, w in dict(weights or {}).items()}
         unknown = sorted(set(weights) - set(self.components))
         if unknown:
             raise ValueError(
-                f"rrf ranker: weights name unknown components {unknown}; known: {list(self.components)}"
+                f"{self.name} ranker: weights name unknown components {unknown}; "
+                f"known: {list(self.components)}"
             )
         self.k = k
         self.depth = int(depth)
@@ -102,14 +103,14 @@ class RRFRanker(CorpusRanker):
             except RankerUnavailable as exc:
                 if not self.allow_skipped_components:
                     raise RankerUnavailable(
-                        f"rrf ranker: component {cname!r} unavailable: {exc} "
+                        f"{self.name} ranker: component {cname!r} unavailable: {exc} "
                         f"(set ranker.allow_skipped_components=true to fuse the others)"
                     ) from exc
                 self.skipped[cname] = str(exc)
                 continue
             self.active[cname] = comp
         if not self.active:
-            raise RankerUnavailable(f"rrf ranker: every component is unavailable: {self.skipped}")
+            raise RankerUnavailable(f"{self.name} ranker: every component is unavailable: {self.skipped}")
         # Fusion itself builds nothing: the index is "reused" when every component's was.
         self.index_reused = all(getattr(c, "index_reused", False) for c in self.active.values())
 

@@ -17,12 +17,12 @@ import numpy as np
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import BUILD_MEMOS, BatchScoring, CorpusRanker
+from evalpipe.rankers.bm25s_loader import import_bm25s
 from evalpipe.rankers.lexical import token_cache
-from evalpipe.rankers.lexical.bm25s_loader import import_bm25s
-from evalpipe.rankers.lexical.tokenize import CodeTokenizer, CompoundSplitter
 from evalpipe.rankers.priors.module_prior import ModulePrior
 from evalpipe.rankers.priors.module_prior import check_mode as module_prior_mode
 from evalpipe.rankers.priors.test_prior import TestPrior, check_mode
+from evalpipe.rankers.tokenize import CodeTokenizer, CompoundSplitter
 
 bm25s = import_bm25s()
 

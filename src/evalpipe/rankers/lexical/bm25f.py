@@ -38,10 +38,10 @@ from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
 from evalpipe.corpus.qualify import unit_qualified_name
 from evalpipe.rankers.base import CorpusRanker
-from evalpipe.rankers.lexical.tokenize import CodeTokenizer
 from evalpipe.rankers.priors.module_prior import ModulePrior
 from evalpipe.rankers.priors.module_prior import check_mode as module_prior_mode
 from evalpipe.rankers.priors.test_prior import TestPrior, check_mode
+from evalpipe.rankers.tokenize import CodeTokenizer
 
 BM25F_FIELDS = ("name", "qualified", "signature", "docstring", "body", "path")
 #: Tuned on gold v1 (fixtures/gold_v1.yaml) by `+sweep=bm25f_optuna fixture=gold_v1` (60 TPE

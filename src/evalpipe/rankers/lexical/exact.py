@@ -42,8 +42,8 @@ from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
 from evalpipe.corpus.qualify import name_parts, unit_qualified_name
 from evalpipe.rankers.base import CorpusRanker
-from evalpipe.rankers.lexical.tokenize import TOKEN_PATTERN, identifier_pieces, resolve_stopwords
 from evalpipe.rankers.priors.test_prior import TestPrior, check_mode, is_test_path
+from evalpipe.rankers.tokenize import TOKEN_PATTERN, identifier_pieces, resolve_stopwords
 
 __all__ = ["ExactSymbolRanker", "is_test_path", "normalise", "query_candidates", "split_kind_words"]
 

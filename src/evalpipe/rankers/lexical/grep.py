@@ -30,8 +30,8 @@ import numpy as np
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import CorpusRanker
-from evalpipe.rankers.lexical.tokenize import resolve_stopwords
 from evalpipe.rankers.priors.test_prior import TestPrior, check_mode
+from evalpipe.rankers.tokenize import resolve_stopwords
 
 NAME_SCORE = 4.0
 WORD_SCORE = 3.0

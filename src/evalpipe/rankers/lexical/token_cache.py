@@ -102,6 +102,7 @@ def describe(
     ranker: str, tokenizer: Any, fields: Sequence[str], split_compounds: bool, corpus_sha256: str
 ) -> dict[str, Any]:
     """What the term ids depend on, readable (kept in the entry's JSON, hashed into its key)."""
+    # lazy: evalpipe.core.fingerprint, ~5 ms
     from evalpipe.core.fingerprint import code_fingerprint
 
     return {

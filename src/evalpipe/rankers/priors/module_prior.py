@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.lexical.tokenize import TOKEN_PATTERN, identifier_pieces
+from evalpipe.rankers.tokenize import TOKEN_PATTERN, identifier_pieces
 
 #: `module_prior` values: `below_definitions` moves a module under its file's best definition.
 MODULE_PRIOR_MODES = ("below_definitions", "off")

@@ -35,7 +35,7 @@ import numpy as np
 from evalpipe.core import Unit
 from evalpipe.core.testpaths import is_test_path as builder_is_test_path
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.lexical.tokenize import TOKEN_PATTERN, identifier_key, identifier_pieces
+from evalpipe.rankers.tokenize import TOKEN_PATTERN, identifier_key, identifier_pieces
 
 #: `test_prior` values: `last` ranks tests after non-tests; `off` disables the prior.
 TEST_PRIOR_MODES = ("last", "off")

@@ -1,6 +1,6 @@
 """Which run measured a point: a reused sweep point is compared as the run it reuses.
 
-A sweep records a point it did not re-run as a reuse child (`evalpipe.sweeps.reuse`): a
+A sweep records a point it did not re-run as a reuse child (`evalpipe.tracking.reuse`): a
 FINISHED run with the figures of the run that measured that configuration, tagged
 `evalpipe.reused_run_id`, whose artifacts (the per-case table `cases.json`) stay with that run.
 `evalpipe compare` follows the tag, through any chain of reuses, to the run holding the cases,
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalpipe.safety.errors import EvalpipeError
-from evalpipe.sweeps.reuse import REUSED_TAG
+from evalpipe.tracking.reuse import REUSED_TAG
 
 #: Longest chain of reuses followed (a reuse child is never itself reused today; this bounds a cycle).
 MAX_CHAIN = 20

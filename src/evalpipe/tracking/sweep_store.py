@@ -10,7 +10,7 @@ point has to be measured (the measured point opens the store in its own process,
     open, create_parent   the experiment and the parent run (sent at the start, answered
                           while Hydra composes the jobs; `Pending.wait` before the first job)
     find                  a point's reusable run, from one query for the whole sweep
-                          (`sweeps.reuse.finished_by_hash`)
+                          (`tracking.reuse.finished_by_hash`)
     record                the reuse child of that point (not waited for: its reply, the child's
                           ID, comes back while the next point composes; `flush` writes it into
                           the point's `reused_run.json`)
@@ -62,6 +62,7 @@ class LocalStore:
 
     @classmethod
     def open(cls, uri: str | None) -> LocalStore:
+        # lazy: evalpipe.tracking, ~15 ms
         from evalpipe.tracking import mlflow_store
 
         return cls(mlflow_store.ensure_store(uri))
@@ -77,6 +78,7 @@ class LocalStore:
     def experiment(self, name: str, ks: Sequence[int], objective: str) -> str:
         """The experiment's ID (created and prepared once per process, as a run's `open_store`)."""
         if name not in self._experiments:
+            # lazy: evalpipe.tracking, ~14 ms
             from evalpipe.tracking import links, mlflow_store
 
             experiment_id = mlflow_store.ensure_experiment(self.tracker, name)
@@ -87,6 +89,7 @@ class LocalStore:
     def create_parent(
         self, experiment_id: str, run_name: str, tags: Mapping[str, str], params: Mapping[str, str]
     ) -> str:
+        # lazy: evalpipe.tracking, ~15 ms
         from evalpipe.tracking import mlflow_store
 
         run = self.tracker.client.create_run(experiment_id, run_name=run_name, tags=dict(tags))
@@ -103,7 +106,8 @@ class LocalStore:
         fixture_sha: str,
     ) -> dict[str, Any] | None:
         """The FINISHED run a point with this config hash can reuse, as plain data (or None)."""
-        from evalpipe.sweeps.reuse import find_reusable
+        # lazy: evalpipe.tracking.reuse, ~1 ms
+        from evalpipe.tracking.reuse import find_reusable
 
         experiment_id = self.experiment(experiment, ks, objective)
         done = find_reusable(self.tracker, experiment_id, config_hash, fingerprint, fixture_sha)
@@ -117,8 +121,9 @@ class LocalStore:
         }
 
     def record(self, run_id: str, experiment_id: str, job_tags: Mapping[str, str], run_name: str) -> str:
-        """The reuse child of a point `find` answered (`sweeps.reuse.record_reuse`); its run ID."""
-        from evalpipe.sweeps.reuse import record_reuse
+        """The reuse child of a point `find` answered (`tracking.reuse.record_reuse`); its run ID."""
+        # lazy: evalpipe.tracking.reuse, ~1 ms
+        from evalpipe.tracking.reuse import record_reuse
 
         done = self._found.get(run_id) or self.tracker.client.get_run(run_id)
         return record_reuse(self.tracker, experiment_id, done, dict(job_tags), run_name)
@@ -139,6 +144,7 @@ class LocalStore:
     def upload_saved_points(self, sweep_dir: str) -> int:
         """After an aborted sweep: points their workers saved but could not upload go up now,
         into their own runs, as `evalpipe sync` would; returns how many could not."""
+        # lazy: evalpipe.reporting.local, evalpipe.safety.secrets, evalpipe.tracking.sync, ~23 ms
         from evalpipe.reporting.local import find_saved_runs, load_run, update_info
         from evalpipe.safety.secrets import mask_text
         from evalpipe.tracking.sync import finish_upload, upload_saved
@@ -162,7 +168,8 @@ class LocalStore:
         return left
 
     def collect_rows(self, parent: str, sweep_dir: str, keys: Sequence[str], since: float) -> list[Any]:
-        from evalpipe.sweeps.summary import collect_rows
+        # lazy: evalpipe.tracking.sweep_summary, numpy, yaml, ~110 ms
+        from evalpipe.tracking.sweep_summary import collect_rows
 
         return collect_rows(self.tracker.client, parent, sweep_dir, list(keys), since=since)
 
@@ -174,6 +181,7 @@ class LocalStore:
         files: Mapping[str, str | bytes] | None = None,
         subdir: str = "",
     ) -> None:
+        # lazy: evalpipe.tracking, ~14 ms
         from evalpipe.tracking import mlflow_store
 
         if metrics or tags:
@@ -268,6 +276,7 @@ class WorkerStore:
 
     @property
     def ui_command(self) -> str:
+        # lazy: evalpipe.tracking.mlflow_store, ~14 ms
         from evalpipe.tracking.mlflow_store import Tracker
 
         return Tracker(self._uri, None).ui_command
@@ -283,6 +292,7 @@ class WorkerStore:
         return self.worker.send("sweep", method=method, args=args)
 
     def _reply(self, number: int) -> dict[str, Any]:
+        # lazy: evalpipe.safety.errors, evalpipe.tracking.worker_errors, ~4 ms
         from evalpipe.safety.errors import EvalpipeError
         from evalpipe.tracking.worker_errors import WorkerError
 
@@ -295,6 +305,7 @@ class WorkerStore:
 
     def _call(self, method: str, **args: Any) -> dict[str, Any] | None:
         """The worker's reply, or None when the worker is gone (the caller then calls `local()`)."""
+        # lazy: evalpipe.tracking.worker_errors, ~1 ms
         from evalpipe.tracking.worker_errors import WorkerGone
 
         if self._local is not None:
@@ -334,6 +345,7 @@ class WorkerStore:
         self, run_id: str, experiment_id: str, job_tags: Mapping[str, str], run_name: str, marker: Path | None
     ) -> None:
         """Ask for the point's reuse child; its ID goes into `marker` when the reply comes."""
+        # lazy: evalpipe.tracking.worker_errors, ~1 ms
         from evalpipe.tracking.worker_errors import WorkerGone
 
         args = {
@@ -364,6 +376,7 @@ class WorkerStore:
 
     def flush(self, wait: bool = True) -> None:
         """Write the child IDs of the reuse records answered so far (all of them with `wait`)."""
+        # lazy: evalpipe.tracking.worker_errors, ~1 ms
         from evalpipe.tracking.worker_errors import WorkerGone
 
         while self._records:
@@ -390,7 +403,8 @@ class WorkerStore:
         return self.local().upload_saved_points(sweep_dir) if reply is None else int(reply["left"])
 
     def collect_rows(self, parent: str, sweep_dir: str, keys: Sequence[str], since: float) -> list[Any]:
-        from evalpipe.sweeps.summary import SweepRow
+        # lazy: evalpipe.tracking.sweep_summary, numpy, yaml, ~107 ms
+        from evalpipe.tracking.sweep_summary import SweepRow
 
         self.flush()
         reply = self._call("collect_rows", parent=parent, sweep_dir=sweep_dir, keys=list(keys), since=since)
@@ -416,6 +430,7 @@ class WorkerStore:
 
 
 def _warn_unrecorded(console: Any, exc: BaseException) -> None:
+    # lazy: rich, ~17 ms
     from rich.markup import escape
 
     text = f"[yellow]warning:[/] could not record the reused point as a child run: {escape(str(exc))}"
@@ -447,6 +462,7 @@ class Pending:
     def wait(self) -> Opened:
         """The experiment and parent run; EvalpipeError if the store could not be opened (a bad
         store: exit 2 as before), and opened here if the worker is gone."""
+        # lazy: evalpipe.tracking.worker_errors, ~2 ms
         from evalpipe.tracking.worker_errors import WorkerGone
 
         experiment, run_name, tags, params, ks, objective = self._args
@@ -459,11 +475,13 @@ class Pending:
             return Opened(experiment_id, str(store._reply(self._created)["run_id"]))
         except WorkerGone:
             pass
+        # lazy: evalpipe.tracking, ~14 ms
         from evalpipe.tracking import mlflow_store
 
         tracker, experiment_id = mlflow_store.open_experiment(store.uri, experiment)
         store._local = local = LocalStore(tracker)
         local._experiments[experiment] = experiment_id
+        # lazy: evalpipe.tracking.links, ~2 ms
         from evalpipe.tracking.links import prepare_experiment
 
         prepare_experiment(tracker.client, experiment_id, ks, objective)
@@ -473,23 +491,26 @@ class Pending:
 # --- a point of an in-process sweep -----------------------------------------------------------------
 
 
-def serves(cfg: Any) -> bool:
+def serves(force: bool, offline: bool, uri: str | None) -> bool:
     """Whether this job is a point of an in-process sweep whose store is the warm worker (and the
-    point may be reused: `force=true` measures it, with the store opened in the job's process)."""
+    point may be reused: `force=true` measures it, with the store opened in the job's process);
+    `uri` is the job's `tracking.uri`."""
     store = _point_store
-    if store is None or cfg.get("force") or cfg.tracking.get("offline", False):
+    if store is None or force or offline:
         return False
+    # lazy: evalpipe.tracking.mlflow_store, ~14 ms
     from evalpipe.tracking.mlflow_store import normalise_uri
 
     try:
-        return normalise_uri(cfg.tracking.uri) == store.uri
+        return normalise_uri(uri) == store.uri
     except Exception:
         return False
 
 
 def reuse_point(state: Any) -> float | None:
     """A point the sweep already measured: its objective, with the reuse child asked for and the
-    marker left for the summary (as `sweeps.reuse.reuse_point`); None: it must be measured."""
+    marker left for the summary (as `tracking.reuse.reuse_point`); None: it must be measured."""
+    # lazy: evalpipe.reporting.run_end, rich, evalpipe.scoring.names, ~19 ms
     from evalpipe.reporting.run_end import point_line
     from evalpipe.scoring.names import lookup
 

@@ -23,8 +23,8 @@ import yaml
 
 from evalpipe.reporting.report import DASH, markdown_table, pct
 from evalpipe.scoring.names import metric_name
-from evalpipe.sweeps.job import ROLE_TAG, SWEEP_TAG
-from evalpipe.sweeps.reuse import REUSED_TAG
+from evalpipe.tracking.reuse import REUSED_TAG
+from evalpipe.tracking.sweep_job import ROLE_TAG, SWEEP_TAG
 
 SWEPT_TAG_PREFIX = "evalpipe.swept."
 REUSED = "REUSED"
@@ -63,6 +63,7 @@ def swept_keys(sweeper_params: Mapping[str, Any] | None, task_overrides: Sequenc
     Uses Hydra's own override parser so `ranker.k1=0.9,1.2`, `range(1,4)` and
     Optuna's `interval(0, 1)` count, while `fixture.path=x` does not.
     """
+    # lazy: hydra, omegaconf, ~105 ms
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     keys = [_key(str(k)) for k in (sweeper_params or {})]

@@ -36,7 +36,8 @@ _finished: dict[tuple[str, str, str, str], dict[str, Any] | None] = {}
 def finished_by_hash(tracker: Any, experiment_id: str, fingerprint: str, fixture_sha: str):
     """{config hash: latest reusable FINISHED run} of this code on this fixture, fetched once per
     process and store: one query answers every point of a sweep (None: too many to fetch)."""
-    from evalpipe.sweeps.job import HASH_TAG, reusable
+    # lazy: evalpipe.tracking.sweep_job, ~21 ms
+    from evalpipe.tracking.sweep_job import HASH_TAG, reusable
 
     key = (tracker.uri, experiment_id, fingerprint, fixture_sha)
     if key not in _finished:
@@ -70,7 +71,8 @@ def finished_by_hash(tracker: Any, experiment_id: str, fingerprint: str, fixture
 def find_reusable(tracker: Any, experiment_id: str, config_hash: str, fingerprint: str, fixture_sha: str):
     """The run a sweep point can reuse: from the sweep's one query, else (a point this process
     has not seen measured, e.g. measured since) the point's own query, as `find_finished`."""
-    from evalpipe.sweeps.job import find_finished
+    # lazy: evalpipe.tracking.sweep_job, ~21 ms
+    from evalpipe.tracking.sweep_job import find_finished
 
     index = finished_by_hash(tracker, experiment_id, fingerprint, fixture_sha)
     if index is not None and config_hash in index:
@@ -93,6 +95,7 @@ def reuse_name(run_name: str, reused_run_id: str) -> str:
 
 def record_reuse(tracker: Any, experiment_id: str, done: Any, job_tags: dict[str, str], run_name: str) -> str:
     """Create the FINISHED child run for a reused point; returns its run ID."""
+    # lazy: evalpipe.reporting.headline, numpy, yaml, ..., ~151 ms
     from evalpipe.reporting.headline import NOTE_TAG, clip
     from evalpipe.tracking import mlflow_store
 
@@ -105,6 +108,7 @@ def record_reuse(tracker: Any, experiment_id: str, done: Any, job_tags: dict[str
     tags.update(job_tags)
     tags[REUSED_TAG] = old
     note = done.data.tags.get(NOTE_TAG, "")
+    # lazy: evalpipe.tracking.links, ~3 ms
     from evalpipe.tracking.links import run_href
 
     tags[NOTE_TAG] = clip(
@@ -114,6 +118,7 @@ def record_reuse(tracker: Any, experiment_id: str, done: Any, job_tags: dict[str
     )
     with mlflow_store.tracked_run(tracker, experiment_id, reuse_name(run_name, old), tags) as run_id:
         mlflow_store.log_batch(tracker, run_id, metrics=done.data.metrics, params=done.data.params)
+        # lazy: evalpipe.tracking.datasets, ~19 ms
         from evalpipe.tracking.datasets import copy_inputs
 
         copy_inputs(tracker, done, run_id)  # the same fixture and corpus as the run it reuses
@@ -131,6 +136,7 @@ def reuse_point(
     objective: str,
 ) -> float:
     """Resume: record the reused point as a child run, leave a marker for the summary, print one line."""
+    # lazy: rich, evalpipe.reporting.run_end, evalpipe.scoring.names, ~50 ms
     import json
 
     from rich.markup import escape

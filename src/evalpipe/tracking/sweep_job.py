@@ -115,6 +115,7 @@ def linked_context() -> JobContext:
 def job_context(tracker: Any, experiment_id: str) -> JobContext:
     """The sweep context of the current Hydra job (empty for a single run not started by another)."""
     try:
+        # lazy: hydra, omegaconf, yaml, ~260 ms (in a try)
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
@@ -146,7 +147,7 @@ def reusable(run: Any) -> bool:
     """Whether a FINISHED run can stand for a point with its config hash.
 
     A run whose ranker was skipped measured nothing: after installing the backend, run again.
-    A reuse child (evalpipe.sweeps.reuse) stands for another run: reuse that one instead."""
+    A reuse child (evalpipe.tracking.reuse) stands for another run: reuse that one instead."""
     return "evalpipe.skipped" not in run.data.tags and "evalpipe.reused_run_id" not in run.data.tags
 
 

@@ -35,6 +35,7 @@ NESTED = re.compile(r"^(?:override\s+)?/?ranker@(?P<package>[\w.]+)$")
 
 def _nested_defaults(conf_dir: Path, option: str) -> dict[str, str | None]:
     """`{package relative to the option: default option}` from `conf/ranker/<option>.yaml`'s defaults."""
+    # lazy: yaml, ~19 ms
     import yaml
 
     path = conf_dir / "ranker" / f"{option}.yaml"

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 
 import Stemmer
 
-from evalpipe.rankers.lexical.bm25s_loader import import_bm25s
+from evalpipe.rankers.bm25s_loader import import_bm25s
 
 _sw = import_bm25s().stopwords
 
