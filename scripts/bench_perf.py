@@ -18,6 +18,9 @@ Sections (each prints a table of wall times and ratios):
 * imports: what a gold run's own process imports (`python -X importtime`), checked against a
            budget: no MLflow, SQLAlchemy, pandas or matplotlib in the run's process (the upload
            worker imports MLflow), and the total under `--import-budget-ms`; the worker's imports.
+* dense_repo: issue #34: the first `code_search` run on a ~15k-unit Go corpus (`--go-corpus`, cold
+           caches) vs `--baseline-src` on `--go-cold-corpus`, then fully warm re-runs vs re-runs
+           after 1% of the units changed.
 * dense:   (alias int8) documents/s embedding a SciFact sample with the semantic ranker per engine and
            precision (torch fp32/bf16/int8/int8_all, onnx fp32/int8), the ratio to fp32 torch, cosine
            to fp32 and how many docs exceed 128/256/512 tokens; `--full-ndcg` adds nDCG@10 on all of
@@ -557,6 +560,134 @@ def section_dense(args: argparse.Namespace, tmp: Path) -> None:
         full_ndcg(args.scifact, args.full_ndcg, args.max_seq_length)
 
 
+#: Where `--sections dense_repo` looks for the ~15k-unit Go corpus (README: how to build it).
+GO_CORPUS = Path("/tmp/gosrc_corpus/corpus.jsonl")
+GO_SUBSET = Path("/tmp/gosrc_corpus/subset.jsonl")
+GO_BUILD = (
+    "python -m evalpipe.corpus /usr/share/go-1.19/src --include 'net/**/*.go' 'crypto/**/*.go' "
+    "'encoding/**/*.go' 'os/**/*.go' 'io/**/*.go' --exclude testdata vendor -o /tmp/gosrc_corpus/corpus.jsonl"
+)
+
+
+def go_fixture(corpus: Path, out: Path, cases: int = 40) -> Path:
+    """A fixture of exact-name cases over `corpus`: every n-th non-test function or method with a
+    name no other unit has (the timing needs real searches, not a quality figure)."""
+    units = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+    names: dict[str, int] = {}
+    for u in units:
+        names[str(u.get("name") or "")] = names.get(str(u.get("name") or ""), 0) + 1
+    picked = [
+        u
+        for u in units
+        if u["kind"] in ("function", "method")
+        and not u["path"].endswith("_test.go")
+        and names[str(u.get("name") or "")] == 1
+    ]
+    step = max(1, len(picked) // cases)
+    rows = [
+        {"id": f"go-{i:03d}", "tier": "exact", "query": u["name"], "expected": [u["id"]]}
+        for i, u in enumerate(picked[::step][:cases])
+    ]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps({"name": "gosrc", "version": 1, "corpus": str(corpus), "cases": rows}), encoding="utf-8"
+    )
+    return out
+
+
+def edited_corpus(corpus: Path, out: Path, fraction: float, round_: int) -> int:
+    """A copy of `corpus` with `fraction` of its units' text edited (a line appended), a different
+    set each round; returns how many units changed."""
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    every = max(1, round(1 / fraction))
+    changed = 0
+    with out.open("w", encoding="utf-8") as fh:
+        for i, line in enumerate(lines):
+            if line.strip() and i % every == round_ % every:
+                unit = json.loads(line)
+                unit["text"] += f"\n// edited in round {round_}"
+                line = json.dumps(unit)
+                changed += 1
+            fh.write(line + "\n")
+    return changed
+
+
+def section_dense_repo(args: argparse.Namespace, tmp: Path) -> None:
+    """issue #34: the first `code_search` run on a ~15k-unit Go repository (cold caches) against
+    an older checkout (`--baseline-src`, e.g. 1efd3df), and a re-run after 1% of the units
+    changed against a fully warm re-run. Each CLI run starts in its own empty working directory
+    with its own XDG_CACHE_HOME, so "cold" means every cache (embeddings, tokens, difficulty)."""
+    corpus, subset = args.go_corpus.resolve(), args.go_cold_corpus.resolve()
+    if not corpus.is_file():
+        print(f"\n(dense_repo: {corpus} not found, skipped; build it with: {GO_BUILD})")
+        return
+    n_units = sum(1 for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip())
+
+    def run(src: Path | None, fixture: Path, home: Path) -> tuple[float, str]:
+        home.mkdir(parents=True, exist_ok=True)
+        env = {**env_for(src), "XDG_CACHE_HOME": str(home / "xdg")}
+        cmd = evalpipe_cmd(
+            home,
+            "fixture=gold",
+            f"fixture.path={fixture}",
+            "fixture.name=gosrc",
+            "ranker=code_search",
+            "force=true",
+            "plots=none",
+        )
+        before = load()
+        return wall(cmd, env, cwd=home), f"{before} -> {load()}"
+
+    rows = []
+    cold_fixture = go_fixture(subset if subset.is_file() else corpus, tmp / "go" / "cold.yaml")
+    cold_units = sum(1 for line in (subset if subset.is_file() else corpus).read_text().splitlines() if line)
+    cold: dict[str, float] = {}
+    for label, src in reversed(list(codebases(args).items())):  # the baseline first, then this code
+        seconds, loads = run(src, cold_fixture, tmp / "go" / f"cold-{label}")
+        cold[label] = seconds
+        ratio = f"{cold['before'] / seconds:.2f}x faster" if label == "now" and "before" in cold else ""
+        rows.append([f"first run, cold caches ({cold_units} units)", label, f"{seconds:.1f}", ratio, loads])
+    table(
+        f"dense_repo: first code_search run, {cold_units} Go units",
+        ["run", "code", "s", "ratio", "load"],
+        rows,
+    )
+
+    # this code on --go-corpus: cold once (which fills the caches; skipped when it is the corpus
+    # just run cold, whose caches are warm now), then fully warm re-runs vs 1%-edited re-runs
+    if corpus == (subset if subset.is_file() else corpus):
+        work, fixture, rows = tmp / "go" / "cold-now", cold_fixture, []
+    else:
+        work = tmp / "go" / "full"
+        fixture = go_fixture(corpus, tmp / "go" / "full.yaml")
+        seconds, loads = run(None, fixture, work)
+        rows = [[f"first run, cold caches ({n_units} units)", f"{seconds:.1f}", "", loads]]
+    warm, edited = [], []
+    for rnd in range(args.repeat):
+        t, loads = run(None, fixture, work)
+        warm.append(t)
+        rows.append([f"warm re-run {rnd + 1}", f"{t:.1f}", "", loads])
+        copy = tmp / "go" / f"edited-{rnd}.jsonl"
+        changed = edited_corpus(corpus, copy, 0.01, rnd)
+        t, loads = run(None, go_fixture(copy, tmp / "go" / f"edited-{rnd}.yaml"), work)
+        edited.append(t)
+        rows.append([f"re-run after editing {changed} units (1%), round {rnd + 1}", f"{t:.1f}", "", loads])
+    ratio = statistics.median(edited) / statistics.median(warm)
+    rows.append(
+        [
+            "median: 1% edited / fully warm",
+            f"{statistics.median(edited):.1f} / {statistics.median(warm):.1f}",
+            f"{ratio:.2f}x",
+            load(),
+        ]
+    )
+    table(
+        f"dense_repo: re-runs of code_search on {n_units} Go units (this code)",
+        ["run", "s", "ratio", "load"],
+        rows,
+    )
+
+
 def full_ndcg(scifact: Path, variants: list[str], max_seq_length: int = 256) -> None:
     """nDCG@10 on all of SciFact per engine:quantize, through the same code as the CLI (embeddings
     cached in ./.cache). Each row is printed as soon as it is measured (a cold pass takes minutes)."""
@@ -612,6 +743,7 @@ SECTIONS = {
     "imports": section_imports,
     "dense": section_dense,
     "int8": section_dense,  # the old name of the dense section
+    "dense_repo": section_dense_repo,
 }
 
 
@@ -621,8 +753,8 @@ def main(argv: list[str] | None = None) -> int:
         "--sections",
         nargs="+",
         choices=list(SECTIONS),
-        default=[name for name in SECTIONS if name not in ("dense", "int8")],
-        help="default: all but dense (minutes of embedding; ask for it by name)",
+        default=[name for name in SECTIONS if name not in ("dense", "int8", "dense_repo")],
+        help="default: all but dense and dense_repo (minutes of embedding; ask for them by name)",
     )
     parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions per timing (median)")
     parser.add_argument("--baseline-src", help="another checkout's src/ to time the same commands with")
@@ -657,6 +789,16 @@ def main(argv: list[str] | None = None) -> int:
         help="dense: also nDCG@10 on all of SciFact for these (default: the --dense-variants), in order",
     )
     parser.add_argument("--scifact", type=Path, default=SCIFACT, help=f"BEIR SciFact directory ({SCIFACT})")
+    parser.add_argument(
+        "--go-corpus", type=Path, default=GO_CORPUS, help=f"dense_repo: the corpus ({GO_CORPUS})"
+    )
+    parser.add_argument(
+        "--go-cold-corpus",
+        type=Path,
+        default=GO_SUBSET,
+        help=f"dense_repo: the corpus of the cold before/after run (default {GO_SUBSET}, a subset: the "
+        "baseline's full cold run takes ~30 min; pass --go-corpus's file for the whole corpus)",
+    )
     args = parser.parse_args(argv)
     args.scifact = args.scifact.resolve()
     if args.full_ndcg is not None and not args.full_ndcg:

@@ -46,11 +46,13 @@ def test_params_name_the_model_and_leave_out_execution_knobs(ranker, model_keys)
 def test_code_search_params_count_and_what_they_are():
     params = measurement_params(resolved("ranker=code_search"), "code_search", "gold")
     # By hand from conf/ranker/{code_search,hybrid,bm25f,exact,semantic}.yaml, less class paths
-    # and the three execution knobs of semantic: graph 10 + hybrid 14 (weights: 3, module_prior)
-    # + bm25f 19 (k1, weights 6, b 6, 6 more) + exact 5 + semantic 9 (test_prior) = 57 ranker
-    # settings, plus `ranker`, `fixture` and its 5 settings, ks, metrics, token_encoding = 67.
-    assert len(params) == 67
+    # and the four execution knobs of semantic: graph 10 + hybrid 14 (weights: 3, module_prior)
+    # + bm25f 19 (k1, weights 6, b 6, 6 more) + exact 5 + semantic 10 (test_prior, embed_tests) = 58
+    # ranker settings, plus `ranker`, `fixture` and its 5 settings, ks, metrics, token_encoding = 68.
+    assert len(params) == 68
     assert params["ranker.base.components.semantic.engine"] == "torch"
+    assert params["ranker.base.components.semantic.quantize"] in ("bf16 (auto)", "fp32 (auto)")
+    assert params["ranker.base.components.semantic.embed_tests"] == "True"
 
 
 def test_an_explicit_model_is_logged_as_given():
@@ -66,11 +68,16 @@ def test_execution_knobs_keep_the_reuse_identity_and_the_model_changes_it():
     base = _hash("ranker=code_search")
     same = [
         "ranker.base.components.semantic.batch_size=8",
-        "ranker.base.components.semantic.device=cuda",
         "ranker.base.components.semantic.cache_dir=/tmp/elsewhere",
+        "ranker.base.components.semantic.cache_max_bytes=1000",
     ]
     for override in same:
         assert _hash("ranker=code_search", override) == base, override
+    # the device is an execution knob at a fixed precision; with `quantize: auto` it picks the
+    # precision (bf16 only on a CPU with native bf16), so it is then part of the identity
+    fp32 = "ranker.base.components.semantic.quantize=null"
+    cuda = "ranker.base.components.semantic.device=cuda"
+    assert _hash("ranker=code_search", fp32, cuda) == _hash("ranker=code_search", fp32)
     assert _hash("ranker=code_search", "ranker.base.components.semantic.model=/models/e5") != base
     assert _hash("ranker=code_search", "ranker.base.components.semantic.max_seq_length=128") != base
     assert _hash("ranker=semantic", "ranker.batch_size=1") == _hash("ranker=semantic")

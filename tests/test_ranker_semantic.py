@@ -7,12 +7,13 @@ many small prepare() calls below cost milliseconds each.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from evalpipe.core import Unit
-from evalpipe.corpus import Corpus
+from evalpipe.corpus import Corpus, load_jsonl_corpus
 from evalpipe.rankers import base as base_mod
 from evalpipe.rankers.base import RankerUnavailable
 from evalpipe.rankers.dense import semantic as semantic_mod
@@ -55,7 +56,9 @@ def corpus():
 
 @pytest.fixture(scope="module")
 def ranker(model_dir, corpus, tmp_path_factory):
-    r = SemanticRanker(cache_dir=str(tmp_path_factory.mktemp("emb")))
+    # fp32: these tests check scores against the model's own encode (the default `auto` is bf16
+    # on a CPU with native bf16, whose own normalisation runs in bf16)
+    r = SemanticRanker(cache_dir=str(tmp_path_factory.mktemp("emb")), quantize=None)
     r.prepare(corpus)  # the one real model load of this module
     return r
 
@@ -109,7 +112,7 @@ def test_constraints_mask_before_top_k(ranker):
 def test_min_score_cuts_the_tail(model_dir, corpus, tmp_path, ranker):
     scores = {h.id: h.score for h in ranker.search("puppy on a leash", 6)}
     threshold = sorted(scores.values())[-2]  # keep exactly the top two
-    strict = SemanticRanker(cache_dir=str(tmp_path), min_score=threshold)
+    strict = SemanticRanker(cache_dir=str(tmp_path), min_score=threshold, quantize=None)
     strict.prepare(corpus)
     hits = strict.search("puppy on a leash", 6)
     assert len(hits) == 2 and all(h.score >= threshold for h in hits)
@@ -119,7 +122,7 @@ def test_stats(ranker, corpus):
     s = ranker.stats()
     assert s["embedding_dim"] == 384
     assert s["index_units"] == len(corpus)
-    assert s["cache_path"].endswith(".npy")
+    assert "units-v1" in s["cache_path"] and list(Path(s["cache_path"]).glob("*.pack"))
     assert isinstance(s["cache_hit"], bool) and s["embed_seconds"] >= 0
 
 
@@ -150,17 +153,22 @@ def test_cache_misses_when_corpus_or_template_changes(model_dir, corpus, tmp_pat
     r1 = SemanticRanker(cache_dir=str(tmp_path))
     r1.prepare(edited)
     assert r1.stats()["cache_hit"] is False and calls["n"] == 1
+    # only the edited unit went to the model; the five others came from the cache
+    assert r1.stats()["cache_units_embedded"] == 1 and r1.stats()["cache_units_hit"] == len(UNITS) - 1
 
     r2 = SemanticRanker(cache_dir=str(tmp_path), template="{text}")
     r2.prepare(corpus)
     assert r2.stats()["cache_hit"] is False and calls["n"] == 2
-    assert len({base.stats()["cache_path"], r1.stats()["cache_path"], r2.stats()["cache_path"]}) == 3
+    assert r2.stats()["cache_units_embedded"] == len(UNITS)  # every rendered text differs
+    # one settings folder (same model and settings), three packs: 6 rows, 1 row, 6 rows
+    assert base.stats()["cache_path"] == r1.stats()["cache_path"] == r2.stats()["cache_path"]
+    assert len(list(Path(base.stats()["cache_path"]).glob("*.pack"))) == 3
 
 
 def test_truncated_cache_file_is_a_miss_and_is_rewritten(model_dir, corpus, tmp_path):
     first = SemanticRanker(cache_dir=str(tmp_path))
     first.prepare(corpus)
-    path = first.stats()["cache_path"]
+    (path,) = Path(first.stats()["cache_path"]).glob("*.pack")
     with open(path, "r+b") as fh:
         fh.truncate(200)
     _forget_indexes()
@@ -216,7 +224,7 @@ def test_template_renders_metadata_and_drops_missing_fields():
 
 
 def test_query_prefix_changes_the_query_vector(ranker, model_dir, corpus, tmp_path):
-    prefixed = SemanticRanker(cache_dir=str(tmp_path), query_prefix="query: ")
+    prefixed = SemanticRanker(cache_dir=str(tmp_path), query_prefix="query: ", quantize=None)
     prefixed.prepare(corpus)
     expected = ranker._encoder.encode(["query: kitten"], normalize_embeddings=True)[0]
     np.testing.assert_allclose(prefixed.embed_query("kitten"), expected, atol=1e-6)
@@ -282,3 +290,42 @@ def test_test_prior_puts_test_units_after_code_unless_asked(model_dir, tmp_path)
     assert raw["rain"] <= 0 or order.index("rain") < order.index("store_test.go::TestSaveUser")
     asked = [h.id for h in last.search("tests of save user record store", 3)]
     assert asked[0] == "store_test.go::TestSaveUser"
+
+
+GIN_FILES = ("auth.go", "auth_test.go", "recovery.go", "recovery_test.go", "utils.go", "utils_test.go")
+
+
+@pytest.fixture(scope="module")
+def gin_corpus():
+    """Real Go units (gin's auth, recovery and utils files with their tests) from the fixture."""
+    full = load_jsonl_corpus(Path(__file__).resolve().parents[1] / "fixtures" / "fixgo_gin_corpus.jsonl")
+    return Corpus([u for u in full if u.path in GIN_FILES], name="gin-slice")
+
+
+def test_skipping_test_units_keeps_every_positive_non_test_rank_where_claimed(
+    model_dir, gin_corpus, tmp_path
+):
+    """`embed_tests=false` is an option, not the default, because it can change a ranking; the
+    claim is narrow: with `test_prior: last` and a query that does not ask for tests, the
+    non-test units with a positive cosine keep their order and scores (they come before every
+    test unit either way), and only the tail differs."""
+    with_tests = SemanticRanker(cache_dir=str(tmp_path))
+    with_tests.prepare(gin_corpus)
+    without = SemanticRanker(cache_dir=str(tmp_path), embed_tests=False)
+    without.prepare(gin_corpus)
+    tests = {u.id for u in gin_corpus if u.path.endswith("_test.go")}
+    assert 20 <= len(tests) < len(gin_corpus)
+    s = without.stats()
+    assert s["unembedded_test_units"] == len(tests) and s["cache_units_embedded"] == 0  # all cached
+    n = len(gin_corpus)
+    for query in ("basic auth credentials", "recover from a panic and log it", "pick the last element"):
+        a, b = with_tests.search(query, n), without.search(query, n)
+        head = [h for h in a if h.id not in tests and h.score > 0]
+        assert a[: len(head)] == head  # positive non-tests come first with tests embedded
+        assert b[: len(head)] == head  # the same units, order and scores without them
+        assert not tests & {h.id for h in b}  # unembedded tests are never returned
+        assert tests & {h.id for h in a}
+    # a query that asks for tests is where skipping them changes the answer
+    asked = "test basic auth credentials"
+    assert with_tests.search(asked, 1)[0].id in tests
+    assert without.search(asked, 1)[0].id not in tests

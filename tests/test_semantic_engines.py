@@ -21,7 +21,7 @@ from evalpipe.corpus import Corpus
 from evalpipe.evaluation.runner import prepare_ranker
 from evalpipe.rankers import base as base_mod
 from evalpipe.rankers.dense import semantic as semantic_mod
-from evalpipe.rankers.dense.embed_cache import EmbeddingCache
+from evalpipe.rankers.dense.embed_store import UnitStore, text_digest
 from evalpipe.rankers.dense.semantic import SemanticRanker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def cache_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fp32(model, texts, cache_dir):
-    r = SemanticRanker(cache_dir=str(cache_dir))
+    r = SemanticRanker(cache_dir=str(cache_dir), quantize=None)
     r.prepare(Corpus([Unit(f"t{i}", "doc", text=t) for i, t in enumerate(texts)], name="real"))
     return r
 
@@ -128,21 +128,29 @@ def test_onnx_int8_is_close_to_fp32_but_not_within_the_bar(onnx_available, fp32,
 def test_cache_keys_differ_per_engine_and_precision(onnx_available, fp32, texts, cache_dir):
     for kwargs in ({"quantize": "bf16"}, {"engine": "onnx"}, {"engine": "onnx", "quantize": "int8"}):
         _prepare(cache_dir, texts, **kwargs)
-    metas = [json.loads(p.read_text()) for p in cache_dir.glob("*.json")]
-    variants = sorted((m["engine"], str(m["quantize"])) for m in metas if m["corpus"] == "real")
-    assert variants == [("onnx", "None"), ("onnx", "int8"), ("torch", "None"), ("torch", "bf16")]
-    assert len({m["key"] for m in metas if m["corpus"] == "real"}) == 4
-    # each hits its own entry: a fresh onnx int8 ranker gets exactly the int8 matrix back
+    folders = {
+        p.parent: json.loads(p.read_text())
+        for p in (cache_dir / "units-v1").glob("*/settings.json")
+        if json.loads(p.read_text())["max_seq_length"] == 256
+    }
+    variants = sorted((m["engine"], m["quantize"]) for m in folders.values())
+    assert variants == [("onnx", "fp32"), ("onnx", "int8"), ("torch", "bf16"), ("torch", "fp32")]
+    # each hits its own entry: a fresh onnx int8 ranker gets exactly the int8 vectors back
     base_mod.clear_built_cache()
     again = _prepare(cache_dir, texts, engine="onnx", quantize="int8")
-    assert again.stats()["cache_hit"]
-    entry = next(m for m in metas if m["corpus"] == "real" and m["engine"] == "onnx" and m["quantize"])
-    assert np.array_equal(again._embeddings, EmbeddingCache(cache_dir).load(entry["key"]))
+    assert again.stats()["cache_hit"] and again.stats()["cache_units_embedded"] == 0
+    folder = next(f for f, m in folders.items() if m["engine"] == "onnx" and m["quantize"] == "int8")
+    assert Path(again.stats()["cache_path"]) == folder
+    store = UnitStore(cache_dir, {k: v for k, v in folders[folder].items() if k not in ("key", "format")})
+    units = [Unit(f"t{i}", "doc", text=t) for i, t in enumerate(texts)]
+    digests = [text_digest(semantic_mod.render_unit(u, again.template, again._fields)) for u in units]
+    stored = store.lookup(digests).found
+    assert np.array_equal(again._embeddings, np.stack([stored[d] for d in digests]))
     assert not np.array_equal(again._embeddings, fp32._embeddings)
 
 
 def test_max_seq_length_is_part_of_the_key(fp32, texts, cache_dir):
-    short = _prepare(cache_dir, texts, max_seq_length=32)
+    short = _prepare(cache_dir, texts, max_seq_length=32, quantize=None)
     assert not short.stats()["cache_hit"]
     longest = int(np.argmax([len(t) for t in texts]))
     assert _cosine(short._embeddings[[longest]], fp32._embeddings[[longest]])[0] < 0.999
@@ -161,7 +169,7 @@ def test_missing_onnxruntime_reports_skipped_with_install_hint(model, monkeypatc
 def test_bad_engine_and_combinations_name_the_parameter():
     with pytest.raises(ValueError, match="engine must be one of torch, onnx, got 'tensorrt'"):
         SemanticRanker(engine="tensorrt")
-    with pytest.raises(ValueError, match="quantize must be null or one of int8 with engine=onnx"):
+    with pytest.raises(ValueError, match="quantize must be null, auto or one of int8 with engine=onnx"):
         SemanticRanker(engine="onnx", quantize="bf16")
     with pytest.raises(ValueError, match="CPU only"):
         SemanticRanker(engine="onnx", device="cuda")
@@ -185,6 +193,40 @@ def test_progress_bar_with_rate_and_eta_for_a_large_corpus(model, monkeypatch):
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
     assert "embedding corpus" in shown and f"/{n}" in shown
     assert "units/s" in shown and "ETA" in shown
+
+
+def test_a_large_corpus_says_up_front_what_comes_from_the_cache(model, monkeypatch, tmp_path):
+    out = _capture_progress(monkeypatch)
+    n = semantic_mod.PROGRESS_MIN_UNITS + 64
+    units = [Unit(f"u{i}", "doc", text=f"unit number {i} about topic {i % 7}") for i in range(n)]
+    first = SemanticRanker(cache_dir=str(tmp_path), batch_size=64)
+    first.prepare(Corpus(units, name="large"))
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    assert f"semantic ranker: {n} units: 0 from the embedding cache, {n} texts to embed" in shown
+    out.truncate(0)
+    out.seek(0)
+    edited = [
+        Unit(u.id, "doc", text=u.text + (" edited" if i % 32 == 0 else "")) for i, u in enumerate(units)
+    ]
+    calls = []
+    real = semantic_mod.SemanticRanker._encode_batch
+    monkeypatch.setattr(
+        semantic_mod.SemanticRanker,
+        "_encode_batch",
+        lambda self, texts: calls.append(texts) or real(self, texts),
+    )
+    base_mod.clear_built_cache()
+    again = SemanticRanker(cache_dir=str(tmp_path), batch_size=64)
+    again.prepare(Corpus(edited, name="large-edited"))
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    changed = len(range(0, n, 32))
+    assert f"{n} units: {n - changed} from the embedding cache, {changed} texts to embed" in shown
+    # only the edited units went to the model, and the others' vectors are the first run's
+    assert sorted(t for batch in calls for t in batch) == sorted(
+        u.text for u in edited if u.text.endswith("edited")
+    )
+    same = [i for i in range(n) if i % 32]
+    assert np.array_equal(again._embeddings[same], first._embeddings[same])
 
 
 def test_no_progress_bar_for_a_tiny_corpus(model, monkeypatch):

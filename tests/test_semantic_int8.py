@@ -34,7 +34,7 @@ def semantic():
 
 def test_int8_agrees_with_fp32_and_is_cached_under_its_own_key(semantic, tmp_path):
     corpus = Corpus([Unit(f"d{i}", "doc", text=t) for i, t in enumerate(TEXTS)], name="int8")
-    fp32 = semantic.SemanticRanker(cache_dir=str(tmp_path))
+    fp32 = semantic.SemanticRanker(cache_dir=str(tmp_path), quantize=None)
     int8 = semantic.SemanticRanker(cache_dir=str(tmp_path), quantize="int8")
     fp32.prepare(corpus)
     int8.prepare(corpus)
@@ -43,9 +43,9 @@ def test_int8_agrees_with_fp32_and_is_cached_under_its_own_key(semantic, tmp_pat
     assert cosine.mean() >= 0.999
     assert not np.array_equal(a, b)  # really a different (quantised) model
     assert int8.stats()["quantize"] == "int8" and fp32.stats()["quantize"] == "fp32"
-    # two cache entries; the fp32 one has no `quantize` in its key, so older entries still hit
-    metas = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*.json"))]
-    assert sorted(str(m["quantize"]) for m in metas) == ["None", "int8"]
+    # two settings folders of the per-unit cache, one per precision
+    metas = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("units-v1/*/settings.json"))]
+    assert sorted(m["quantize"] for m in metas) == ["fp32", "int8"]
     clear_built_cache()
     again = semantic.SemanticRanker(cache_dir=str(tmp_path), quantize="int8")
     again.prepare(corpus)
@@ -56,7 +56,7 @@ def test_int8_agrees_with_fp32_and_is_cached_under_its_own_key(semantic, tmp_pat
 
 
 def test_bad_quantize_values_name_the_parameter(semantic):
-    with pytest.raises(ValueError, match="quantize must be null or one of int8, int8_all"):
+    with pytest.raises(ValueError, match="quantize must be null, auto or one of int8, int8_all"):
         semantic.SemanticRanker(quantize="int4")
     with pytest.raises(ValueError, match="CPU only"):
         semantic.SemanticRanker(quantize="int8", device="cuda")

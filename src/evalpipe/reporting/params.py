@@ -22,6 +22,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from evalpipe.rankers.dense.precision import AUTO, resolve_quantize
+
 #: Top-level keys logged as they are (the K list, the metric families, the token encoding).
 MEASUREMENT_KEYS = ("ks", "metrics", "token_encoding")
 #: Keys Hydra reads to build objects: how, not what; and credentials, which are never params
@@ -41,9 +43,11 @@ EXECUTION_KEYS = (
     "show_progress",
     "num_workers",
     "n_jobs",
+    "cache_max_bytes",
 )
 #: (ranker class path, key) -> what a null there means, as logged.
-NULL_MEANS = {("evalpipe.rankers.dense.semantic.SemanticRanker", "model"): "default_semantic_model"}
+SEMANTIC = "evalpipe.rankers.dense.semantic.SemanticRanker"
+NULL_MEANS = {(SEMANTIC, "model"): "default_semantic_model"}
 #: MLflow's limit on a param value.
 MAX_VALUE = 6000
 
@@ -76,14 +80,28 @@ def _flatten(node: Mapping[str, Any], prefix: str, out: dict[str, str], ranker: 
             _flatten(value, name + ".", out, ranker)
         elif value is None and ranker and (meaning := _null_means(target, str(key))) is not None:
             out[name] = meaning
+        elif value == AUTO and ranker and str(target) == SEMANTIC and str(key) == "quantize":
+            out[name] = _auto_quantize(node)  # the precision measured, not the word "auto"
         else:
             out[name] = _value(value)
 
 
+def _auto_quantize(node: Mapping[str, Any]) -> str:
+    """What a semantic ranker's `quantize: auto` is on this machine, as logged: "bf16 (auto)"
+    only on a CPU with native bf16 (`evalpipe.rankers.dense.precision`), else "fp32 (auto)"."""
+    engine, device = str(node.get("engine", "torch")), str(node.get("device", "cpu"))
+    return f"{resolve_quantize(AUTO, engine, device) or 'fp32'} (auto)"
+
+
 def without_execution_keys(node: Any) -> Any:
-    """A ranker config without `EXECUTION_KEYS` at any depth (what the config hash identifies)."""
+    """A ranker config without `EXECUTION_KEYS` at any depth (what the config hash identifies);
+    a semantic ranker's `quantize: auto` as what it is here, so a bf16 run on one machine is
+    never reused for an fp32 one on another sharing the store."""
     if isinstance(node, Mapping):
-        return {k: without_execution_keys(v) for k, v in node.items() if str(k) not in EXECUTION_KEYS}
+        out = {k: without_execution_keys(v) for k, v in node.items() if str(k) not in EXECUTION_KEYS}
+        if str(node.get("_target_")) == SEMANTIC and node.get("quantize") == AUTO:
+            out["quantize"] = _auto_quantize(node)
+        return out
     return node
 
 

@@ -25,23 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from evalpipe.rankers.dense.precision import cpu_flags
+
 #: `quantize` values the ONNX engine accepts (None = the fp32 export).
 ONNX_QUANTIZE = ("int8",)
 #: The export's opset; part of the file name so an exporter change gets a new file.
 OPSET = 17
 INSTALL_HINT_ONNX = "install with: pip install 'evalpipe[onnx]' (onnxruntime and onnx)"
-
-
-def cpu_flags() -> set[str]:
-    """The CPU feature flags of this machine (empty where /proc/cpuinfo is unreadable)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def int8_variant(flags: set[str] | None = None) -> str:

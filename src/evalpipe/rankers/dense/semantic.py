@@ -32,7 +32,9 @@ import numpy as np
 from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import BatchScoring, CorpusRanker, RankerUnavailable
-from evalpipe.rankers.dense.embed_cache import EmbeddingCache, model_fingerprint, texts_sha256
+from evalpipe.rankers.dense.embed_cache import model_fingerprint
+from evalpipe.rankers.dense.embed_store import DEFAULT_MAX_BYTES, MAX_PACKS_PER_CORPUS, UnitStore, text_digest
+from evalpipe.rankers.dense.precision import AUTO, cpu_flags, native_bf16, resolve_quantize
 from evalpipe.rankers.priors.test_prior import TestPrior, check_mode
 
 log = logging.getLogger(__name__)
@@ -142,15 +144,22 @@ def _progress_console() -> Any:
     return Console(stderr=True)
 
 
-@contextlib.contextmanager
-def embed_progress(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
-    """Yield `advance(n)`; when `enabled`, a transient rich bar with units, units/s and ETA.
+def text_cost(text: str, max_seq_length: int) -> int:
+    """A text's share of the model's work, for the ETA: its length up to what truncation keeps
+    (about 4 characters a token), plus a fixed part per unit. Texts are embedded longest first,
+    so an ETA from units/s alone would be too long at the start and shrink as the run goes."""
+    return min(len(text), 4 * max_seq_length) + 64
 
-    The model call blocks between advances, so the rate and ETA are per batch: what a user
-    waiting on a cold corpus needs to decide whether to wait.
+
+@contextlib.contextmanager
+def embed_progress(total: int, enabled: bool, total_cost: int = 0) -> Iterator[Callable[[int, int], None]]:
+    """Yield `advance(units, cost)`; when `enabled`, a transient rich bar with units, units/s and ETA.
+
+    Both are computed from the start of the pass (not rich's sliding window), so they show from
+    the first batch on; the ETA is the remaining cost (`text_cost`) at the cost rate so far.
     """
     if not enabled:
-        yield lambda n: None
+        yield lambda n, cost=0: None
         return
     # lazy: rich, ~50 ms
     from rich.progress import (
@@ -160,14 +169,25 @@ def embed_progress(total: int, enabled: bool) -> Iterator[Callable[[int], None]]
         ProgressColumn,
         TextColumn,
         TimeElapsedColumn,
-        TimeRemainingColumn,
     )
     from rich.text import Text
 
     class RateColumn(ProgressColumn):
         def render(self, task: Any) -> Text:
-            speed = task.finished_speed or task.speed
-            return Text(f"{speed:.1f} units/s" if speed else "? units/s")
+            elapsed = task.elapsed or 0.0
+            rate = task.completed / elapsed if task.completed and elapsed else 0.0
+            return Text(f"{rate:.1f} units/s" if rate else "? units/s")
+
+    class EtaColumn(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            done, whole = task.fields.get("cost", 0), task.fields.get("total_cost", 0)
+            elapsed = task.elapsed or 0.0
+            if task.finished:
+                return Text("ETA 0:00:00")
+            if not done or not elapsed or not whole:
+                return Text("ETA -:--:--")
+            left = int(elapsed * (whole - done) / done)
+            return Text(f"ETA {left // 3600}:{left % 3600 // 60:02d}:{left % 60:02d}")
 
     columns = (
         TextColumn("{task.description}"),
@@ -175,12 +195,17 @@ def embed_progress(total: int, enabled: bool) -> Iterator[Callable[[int], None]]
         MofNCompleteColumn(),
         RateColumn(),
         TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
+        EtaColumn(),
     )
     with Progress(*columns, console=_progress_console(), transient=True) as bar:
-        task = bar.add_task("embedding corpus", total=total)
-        yield lambda n: bar.advance(task, n)
+        task = bar.add_task("embedding corpus", total=total, cost=0, total_cost=total_cost or total)
+        spent = [0]
+
+        def advance(n: int, cost: int = 0) -> None:
+            spent[0] += cost or n
+            bar.update(task, advance=n, cost=spent[0])
+
+        yield advance
 
 
 class SemanticRanker(BatchScoring, CorpusRanker):
@@ -200,7 +225,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
     name = "semantic"
     #: Parameters that do not change the corpus embeddings: sweeping them reuses the in-process index.
     #: (`device` stays in the key: the loaded model is part of the memoised state.)
-    query_params = ("min_score", "query_prefix", "batch_size", "cache_dir", "test_prior")
+    query_params = ("min_score", "query_prefix", "batch_size", "cache_dir", "test_prior", "cache_max_bytes")
 
     def __init__(
         self,
@@ -213,20 +238,27 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         cache_dir: str | None = ".cache/evalpipe/embeddings",
         device: str = "cpu",
         min_score: float | None = None,
-        quantize: str | None = None,
+        quantize: str | None = AUTO,
         engine: str = "torch",
         test_prior: str | bool = "last",
+        embed_tests: bool = True,
+        cache_max_bytes: int = DEFAULT_MAX_BYTES,
     ):
         if engine not in ENGINES:
             raise ValueError(f"semantic ranker: engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         allowed = ENGINE_QUANTIZE[engine]
-        if quantize is not None and quantize not in allowed:
+        if quantize is not None and quantize != AUTO and quantize not in allowed:
             raise ValueError(
-                f"semantic ranker: quantize must be null or one of {', '.join(allowed)} "
+                f"semantic ranker: quantize must be null, auto or one of {', '.join(allowed)} "
                 f"with engine={engine}, got {quantize!r}"
             )
         if engine == "onnx" and device != "cpu":
             raise ValueError(f"semantic ranker: engine=onnx runs on the CPU only (device={device!r})")
+        if cache_max_bytes < 0:
+            raise ValueError(f"semantic ranker: cache_max_bytes must be >= 0, got {cache_max_bytes}")
+        #: the setting as configured ("auto", null, ...) and what it means on this machine
+        self.quantize_setting = quantize
+        quantize = resolve_quantize(quantize, engine, device)
         if quantize is not None and device != "cpu":
             raise ValueError(f"semantic ranker: quantize={quantize} runs on the CPU only (device={device!r})")
         if batch_size < 1 or max_seq_length < 1:
@@ -247,7 +279,11 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         self.quantize = quantize
         self.engine = engine
         self.test_prior = check_mode("semantic ranker", test_prior)
+        self.embed_tests = bool(embed_tests)
+        self.cache_max_bytes = int(cache_max_bytes)
         self._prior: TestPrior | None = None
+        #: rows left unembedded (test units with embed_tests=false): never returned
+        self._unembedded: np.ndarray | None = None
         self._encoder: Any = None
         self._embeddings = np.zeros((0, 0), dtype=np.float32)
         self._stats: dict[str, Any] = {}
@@ -298,11 +334,8 @@ class SemanticRanker(BatchScoring, CorpusRanker):
             _MODELS[key] = self._load_onnx(fp32, fingerprint)
         elif self.quantize is not None:
             if self.quantize == "bf16":
-                # lazy: evalpipe.rankers.dense.onnx_encoder, ~2 ms
-                from evalpipe.rankers.dense.onnx_encoder import cpu_flags
-
                 flags = cpu_flags()
-                if flags and not flags & {"avx512_bf16", "amx_bf16"}:
+                if flags and not native_bf16(flags):
                     log.warning(
                         "semantic ranker: quantize=bf16 on a CPU without avx512_bf16/AMX runs emulated "
                         "bf16, likely slower than fp32 (docs/performance.md)"
@@ -359,15 +392,16 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         if not texts:
             return np.zeros((0, self._dimension()), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        costs = [text_cost(t, self.max_seq_length) for t in texts]
         out: np.ndarray | None = None
-        with embed_progress(len(texts), enabled=progress) as advance:
+        with embed_progress(len(texts), enabled=progress, total_cost=sum(costs)) as advance:
             for lo in range(0, len(order), self.batch_size):
                 idx = order[lo : lo + self.batch_size]
                 vectors = self._encode_batch([texts[i] for i in idx])
                 if out is None:
                     out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
                 out[idx] = vectors
-                advance(len(idx))
+                advance(len(idx), sum(costs[i] for i in idx))
         assert out is not None
         return out
 
@@ -400,76 +434,96 @@ class SemanticRanker(BatchScoring, CorpusRanker):
 
     # -- CorpusRanker --------------------------------------------------------------------------
 
+    def _store(self, label: str, fingerprint: str) -> UnitStore | None:
+        """The per-unit cache folder of these settings (None when the cache is off)."""
+        if not self.cache_dir:
+            return None
+        settings = {
+            "model": label,
+            "model_fingerprint": fingerprint,
+            "engine": self.engine,
+            "quantize": self.quantize or "fp32",
+            "max_seq_length": self.max_seq_length,
+            "normalize": self.normalize,
+        }
+        return UnitStore(self.cache_dir, settings, self.cache_max_bytes)
+
     def _build(self, corpus: Corpus) -> None:
         location, label, fingerprint = self._model_location()
         t0 = time.perf_counter()
         self._encoder = self._load_encoder(location, fingerprint)
         load_seconds = time.perf_counter() - t0
 
+        self._prior = TestPrior(corpus)
+        skip = self._prior.rows if not self.embed_tests else np.zeros(len(corpus), dtype=bool)
         texts = [render_unit(u, self.template, self._fields) for u in corpus]
-        cache = EmbeddingCache(self.cache_dir) if self.cache_dir else None
-        key = ""
-        matrix = None
-        if cache is not None:
-            key = cache.key(
-                corpus_sha256=corpus.sha256,
-                texts=texts,
-                model=label,
-                model_fingerprint=fingerprint,
-                template=self.template,
-                max_seq_length=self.max_seq_length,
-                normalize=self.normalize,
-                # only when not the default, so fp32 torch entries written before `quantize` and
-                # `engine` existed still hit (and never an int8 or onnx one)
-                **({"quantize": self.quantize} if self.quantize else {}),
-                **({"engine": self.engine} if self.engine != "torch" else {}),
+        digests = [text_digest(t) for t in texts]
+        distinct: dict[bytes, str] = {}
+        for digest, text, skipped in zip(digests, texts, skip.tolist(), strict=True):
+            if not skipped:
+                distinct.setdefault(digest, text)
+        store = self._store(label, fingerprint)
+        t0 = time.perf_counter()
+        found = store.lookup(distinct) if store is not None else None
+        vectors = dict(found.found) if found is not None else {}
+        lookup_seconds = time.perf_counter() - t0
+        missing = [d for d in distinct if d not in vectors]
+        needed = int((~skip).sum())
+        from_cache = sum(1 for d, s in zip(digests, skip.tolist(), strict=True) if not s and d in vectors)
+        progress = len(missing) > PROGRESS_MIN_UNITS
+        if progress or (needed > PROGRESS_MIN_UNITS and missing):
+            # said before the model pass, so a user knows at once what the wait is for
+            _progress_console().print(
+                f"semantic ranker: {needed} units: {from_cache} from the embedding cache, "
+                f"{len(missing)} texts to embed"
+                + (f" ({int(skip.sum())} test units not embedded: embed_tests=false)" if skip.any() else "")
             )
-            matrix = cache.load(key)
-            if matrix is not None and matrix.shape[0] != len(texts):
-                matrix = None
-        cache_hit = matrix is not None
 
         t0 = time.perf_counter()
-        if matrix is None:
-            if texts:
-                matrix = self._encode(texts, progress=len(texts) > PROGRESS_MIN_UNITS)
-            else:
-                matrix = np.zeros((0, self._dimension()), dtype=np.float32)
-            if cache is not None:
-                try:
-                    cache.save(
-                        key,
-                        matrix,
-                        {
-                            "corpus": corpus.name,
-                            "corpus_sha256": corpus.sha256,
-                            "texts_sha256": texts_sha256(texts),
-                            "model": label,
-                            "model_fingerprint": fingerprint,
-                            "template": self.template,
-                            "max_seq_length": self.max_seq_length,
-                            "normalize": self.normalize,
-                            "quantize": self.quantize,
-                            "engine": self.engine,
-                        },
-                    )
-                except OSError as exc:  # a read-only cache must not fail the run
-                    log.warning("semantic ranker: cannot write embedding cache %s: %s", self.cache_dir, exc)
-        embed_seconds = time.perf_counter() - t0 if not cache_hit else 0.0
+        embedded = self._encode([distinct[d] for d in missing], progress=progress)
+        embed_seconds = time.perf_counter() - t0 if missing else 0.0
+        vectors.update(zip(missing, embedded, strict=True))
+        dim = int(embedded.shape[1]) if missing else next((v.shape[0] for v in vectors.values()), 0)
+        if not dim:
+            dim = self._dimension()
+        matrix = np.zeros((len(texts), dim), dtype=np.float32)
+        for i, (digest, skipped) in enumerate(zip(digests, skip.tolist(), strict=True)):
+            if not skipped:
+                matrix[i] = vectors[digest]
+        written = ""
+        if store is not None and found is not None:
+            try:
+                keep = set(found.used)
+                if missing:
+                    keep.add(store.add(missing, embedded))
+                if len(found.used) > MAX_PACKS_PER_CORPUS:  # many small packs: gather them into one
+                    rows = list(distinct)
+                    keep.add(store.add(rows, np.stack([vectors[d] for d in rows])))
+                if missing or len(found.used) > MAX_PACKS_PER_CORPUS:
+                    store.evict(keep)
+                written = str(store.dir)
+            except OSError as exc:  # a read-only cache must not fail the run
+                log.warning("semantic ranker: cannot write embedding cache %s: %s", self.cache_dir, exc)
 
-        self._embeddings = np.ascontiguousarray(matrix, dtype=np.float32)
-        self._prior = TestPrior(corpus)
+        self._embeddings = matrix
+        self._unembedded = skip if skip.any() else None
         self._stats = {
             "model": label,
             "model_load_seconds": round(load_seconds, 3),
             "embed_seconds": round(embed_seconds, 3),
-            "cache_hit": cache_hit,
-            "cache_path": str(cache.path(key)) if cache is not None else "",
+            "cache_lookup_seconds": round(lookup_seconds, 3),
+            "cache_hit": not missing,
+            "cache_units_hit": from_cache,
+            "cache_units_embedded": len(missing),
+            "cache_damaged_rows": found.damaged_rows if found is not None else 0,
+            "cache_path": written or (str(store.dir) if store is not None else ""),
             "quantize": self.quantize or "fp32",
+            "quantize_setting": str(self.quantize_setting),
             "engine": self.engine,
-            "embed_units_per_second": round(len(texts) / embed_seconds, 2) if embed_seconds > 0 else 0.0,
+            "embed_units_per_second": round(len(missing) / embed_seconds, 2) if embed_seconds > 0 else 0.0,
             "embedding_dim": int(self._embeddings.shape[1]),
             "index_units": int(self._embeddings.shape[0]),
+            "unembedded_test_units": int(skip.sum()),
         }
 
     def embed_query(self, query: str) -> np.ndarray:
@@ -506,7 +560,10 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         the positive-cosine non-test units unless the query asks for tests."""
         if self._prior is None:
             return scores
-        return self._prior.demote(np.asarray(scores, dtype=np.float64), query, self.test_prior)
+        out = self._prior.demote(np.asarray(scores, dtype=np.float64), query, self.test_prior)
+        if self._unembedded is not None:
+            out = np.where(self._unembedded, -np.inf, out)
+        return out
 
     def stats(self) -> dict[str, Any]:
         out = dict(self._stats)
