@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import stat
 import warnings
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -162,7 +163,6 @@ DEFAULT_MAX_FILE_BYTES = 2 * 1024 * 1024
 def _read_bytes(root: Path, rel: str, max_file_bytes: int) -> bytes | None:
     """The file's bytes, or None (a warning naming it) for what is not a regular file (a FIFO
     would block the read for ever) or is larger than `max_file_bytes`."""
-    import stat
 
     try:
         st = os.stat(root / rel)

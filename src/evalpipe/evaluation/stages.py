@@ -38,7 +38,7 @@ from evalpipe.heap import freeze_startup_heap
 from evalpipe.inputs.fixture import Fixture
 from evalpipe.inputs.split import SPLIT_TAG
 from evalpipe.reporting.headline import NOTE_TAG, run_description
-from evalpipe.reporting.local import PARTIAL_MARK
+from evalpipe.reporting.local import PARTIAL_MARK, unsynced
 from evalpipe.reporting.params import measurement_params
 from evalpipe.reporting.plots import plot_mode, run_figures
 from evalpipe.reporting.report import ReportRow, print_tables
@@ -66,8 +66,6 @@ def check(cfg: DictConfig) -> RunState:
     containers = register_config(cfg)  # the config read once; from here on, secrets are masked
     ranker_choice, overrides, out_dir = hydra_context()
     if out_dir is not None:  # never overwrite results that exist nowhere else
-        from evalpipe.reporting.local import unsynced
-
         kept = unsynced(out_dir)
         if kept:
             fail(kept)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -158,6 +159,7 @@ class MLflowSweepCallback(Callback):
         from evalpipe.tracking.sweep_summary import swept_keys
 
         compose_once.install()  # each job's config composed once (the check's copy goes to the launcher)
+        # lazy: evalpipe.sweeps.significance, numpy, ~154 ms
         from evalpipe.sweeps.significance import settings_from
 
         try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
@@ -451,6 +453,7 @@ class MLflowSweepCallback(Callback):
         console.print(table)
         console.print(escape(best_line(self._rows, self._keys, self._objective)), highlight=False)
         if self._significance is not None:
+            # lazy: evalpipe.sweeps.significance, numpy, ~129 ms
             from evalpipe.sweeps.significance import label_for, mde_line
 
             sig, label = self._significance, label_for(self._keys)
@@ -523,6 +526,7 @@ class MLflowSweepCallback(Callback):
         held = self._run_holdout(store, parent, rows) if aborted is None else None
         description = sweep_description(rows, self._keys, self._objective, self._sweep_id)
         if sig is not None:
+            # lazy: evalpipe.sweeps, numpy, ~133 ms
             from evalpipe.sweeps import significance
 
             metrics.update(significance.metrics(sig))
@@ -531,8 +535,6 @@ class MLflowSweepCallback(Callback):
             lines = [f"**{sig.headline(label)}**"] + [f"**warning: {w}**" for w in sig.warnings(label)]
             description = "\n\n".join(lines) + "\n\n" + description
             if held is not None:
-                import dataclasses
-
                 held = dataclasses.replace(held, tied=tuple(label(r) for r in sig.tied_rows))
                 self._holdout = held
         if held is not None:
@@ -599,6 +601,7 @@ class MLflowSweepCallback(Callback):
     def _tied_group(self, store: Any, rows: list[Any]) -> Any:
         """The points tied with the best on the objective (and against the default), from their
         per-case values; None when fewer than two points have them. Never costs the summary."""
+        # lazy: evalpipe.sweeps, numpy, evalpipe.sweeps.holdout, ~288 ms
         from omegaconf import OmegaConf
 
         from evalpipe.sweeps import significance
@@ -610,6 +613,7 @@ class MLflowSweepCallback(Callback):
         try:
             # A tracker of its own: `store.local()` would turn a WorkerStore's later calls (the parent's
             # end) away from the worker, which then ends the parent KILLED as a run it still holds open.
+            # lazy: evalpipe.compare.runs, numpy, ~139 ms (in a try)
             from evalpipe.compare.runs import open_tracker
 
             client = store.tracker.client if not hasattr(store, "local") else open_tracker(store.uri).client
@@ -643,6 +647,7 @@ class MLflowSweepCallback(Callback):
         task += hydra_overrides([str(x) for x in OmegaConf.to_container(config.hydra.overrides.hydra)])
         link = link_env(parent, holdout.HOLDOUT_ROLE, self._sweep_id)
         try:
+            # lazy: evalpipe.compare.runs, numpy, ~133 ms (in a try)
             from evalpipe.compare.runs import open_tracker
 
             # Not store.local(): see _tied_group (the parent would end KILLED by the upload worker).

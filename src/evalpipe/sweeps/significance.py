@@ -244,6 +244,7 @@ def label_for(keys: Sequence[str]):
 
 
 def markdown(sig: Significance, keys: Sequence[str], label) -> list[str]:
+    # lazy: evalpipe.reporting.report, yaml, ~51 ms
     from evalpipe.reporting.report import markdown_table
 
     out = ["## Tied with the best", "", f"_{sig.method_line()}_", "", f"**{sig.headline(label)}**", ""]

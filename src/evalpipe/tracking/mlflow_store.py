@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.paths import PROJECT_ROOT
+from evalpipe.safety.secrets import mask_text
 from evalpipe.safety.signals import Interrupted
 from evalpipe.tracking import store_check
 
@@ -236,8 +237,6 @@ def ensure_experiment(tracker: Tracker, name: str) -> str:
     exp = tracker.client.get_experiment_by_name(name)
     if exp is not None:
         if exp.lifecycle_stage == "deleted":  # it cannot take runs, and its name cannot be reused
-            from evalpipe.safety.secrets import mask_text
-
             raise store_check.deleted_experiment(name, str(exp.experiment_id), mask_text(tracker.uri))
         return exp.experiment_id
     db = sqlite_path(tracker.uri)

@@ -79,6 +79,7 @@ def init_options(init_kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[str]
 def recorded_cluster() -> str | None:
     """The address the last `ray start` on this machine recorded (what address=auto joins), if any."""
     try:
+        # lazy: ray, requests, ~283 ms (in a try)
         from ray._private.services import find_bootstrap_address
 
         return find_bootstrap_address(None)
