@@ -11,8 +11,9 @@ from __future__ import annotations
 import pytest
 
 from evalpipe.core import Unit
+from evalpipe.core.testpaths import is_test_path
 from evalpipe.corpus import Corpus
-from evalpipe.rankers.lexical.exact import ExactSymbolRanker, is_test_path, split_kind_words
+from evalpipe.rankers.lexical.exact import ExactSymbolRanker, split_kind_words
 
 
 def go(uid: str, kind: str) -> Unit:

@@ -6,19 +6,17 @@ import numpy as np
 import pytest
 
 from evalpipe.core import Unit
+from evalpipe.core.testpaths import is_test_path
+from evalpipe.core.unit import is_test_unit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.lexical.bm25 import BM25Ranker
 from evalpipe.rankers.lexical.bm25f import BM25FRanker
 from evalpipe.rankers.lexical.exact import ExactSymbolRanker
 from evalpipe.rankers.lexical.grep import GrepRanker
 from evalpipe.rankers.lexical.winnow import WinnowRanker
-from evalpipe.rankers.priors.test_prior import (
-    TestPrior,
-    demote_rows,
-    has_test_word,
-    is_test_path,
-    is_test_unit,
-)
+from evalpipe.rankers.priors import test_prior
+from evalpipe.rankers.priors.test_prior import TestPrior, demote_rows, has_test_word
+from evalpipe.rankers.structure import graph_structure
 
 
 @pytest.mark.parametrize(
@@ -44,6 +42,16 @@ from evalpipe.rankers.priors.test_prior import (
 )
 def test_test_paths_by_convention(path, test):
     assert is_test_path(path) is test
+    unit = Unit(id=f"{path}::X", kind="function", path=path)
+    assert is_test_unit(unit) is test
+    assert unit.get("is_test") is test  # a corpus without the field: the same rule
+
+
+def test_one_is_a_test_rule_for_the_prior_and_the_graph_layer():
+    """The test prior and the graph layer ask the one rule; neither keeps a rule of its own."""
+    assert test_prior.is_test_unit is is_test_unit
+    assert graph_structure.is_test_unit is is_test_unit
+    assert not hasattr(test_prior, "is_test_path") and not hasattr(graph_structure, "_TEST_PATH")
 
 
 def test_is_test_field_wins_over_the_path():

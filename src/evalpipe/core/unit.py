@@ -37,7 +37,7 @@ class Unit:
         if key in CORE_FIELDS:
             return getattr(self, key)
         if key == "is_test" and key not in self.metadata:  # a corpus built before the field
-            return is_test_path(self.path, self.language)
+            return is_test_unit(self)
         return self.metadata.get(key, default)
 
     def to_record(self) -> dict[str, Any]:
@@ -67,3 +67,15 @@ class Unit:
             relations={str(k): tuple(str(x) for x in v) for k, v in rels.items()},
             metadata=meta,
         )
+
+
+def is_test_unit(unit: Unit) -> bool:
+    """Whether `unit` is test code. Its recorded `is_test` wins (a bool, or "true"/"false" in a
+    hand-written corpus); else the path rule of `evalpipe.core.testpaths`, on the path part of
+    the ID when the unit has no path. One answer for the builder, the priors and the graph."""
+    flag = unit.metadata.get("is_test")
+    if isinstance(flag, bool):
+        return flag
+    if isinstance(flag, str) and flag.lower() in ("true", "false"):
+        return flag.lower() == "true"
+    return is_test_path(unit.path or unit.id.split("::", 1)[0], unit.language)

@@ -42,10 +42,10 @@ from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
 from evalpipe.corpus.qualify import name_parts, unit_qualified_name
 from evalpipe.rankers.base import CorpusRanker
-from evalpipe.rankers.priors.test_prior import TestPrior, check_mode, is_test_path
+from evalpipe.rankers.priors.test_prior import TestPrior, check_mode
 from evalpipe.rankers.tokenize import TOKEN_PATTERN, identifier_pieces, resolve_stopwords
 
-__all__ = ["ExactSymbolRanker", "is_test_path", "normalise", "query_candidates", "split_kind_words"]
+__all__ = ["ExactSymbolRanker", "normalise", "query_candidates", "split_kind_words"]
 
 #: Base score of a case/separator-insensitive full match; partial matches score in (0, 1].
 FULL_SCORE = 2.0

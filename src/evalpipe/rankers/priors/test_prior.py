@@ -15,10 +15,10 @@ It is done on the score vector, so scores keep agreeing with the order (fusion a
 [band floor, lowest non-test score) keeping their own order. `test_prior: off` keeps the
 ranker's scores as they are.
 
-**Which units are tests.** A unit's `is_test` field when the corpus records it (true or
-false; the corpus builder does), else its path: the builder's per-language rules
-(`evalpipe.core.testpaths`) for Go, Python, TypeScript and JavaScript, and
-`test_prior.is_test_path` (a superset, also Ruby, Java, C#) for other languages.
+**Which units are tests.** The project's one rule, `evalpipe.core.unit.is_test_unit`: a
+unit's `is_test` field when the corpus records it (the corpus builder does), else its path by
+`evalpipe.core.testpaths` (Go, Python, TypeScript, JavaScript, and the usual conventions of
+other languages).
 
 **When a query asks for tests** the prior is lifted for it: the query has a test word
 (TEST_WORDS) as a word or as a piece of an identifier (`TestParse`, `test_merge`,
@@ -28,12 +28,10 @@ symbol that only test units have (a test helper asked for by name).
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from evalpipe.core import Unit
-from evalpipe.core.testpaths import is_test_path as builder_is_test_path
+from evalpipe.core.unit import is_test_unit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.tokenize import TOKEN_PATTERN, identifier_key, identifier_pieces
 
@@ -68,12 +66,6 @@ TEST_WORDS = frozenset(
     }
 )
 
-_TEST_PATH = re.compile(
-    r"(^|/)(tests?|testdata|__tests__|__mocks__|spec|specs|testing/fixtures)/"
-    r"|(^|/)(test_[^/]*\.py|conftest\.py|[^/]*_test\.\w+|[^/]*_spec\.\w+"
-    r"|[^/]*\.(test|spec)\.[cm]?[jt]sx?|[^/]*Tests?\.(java|kt|cs|scala))$"
-)
-
 
 def check_mode(ranker: str, mode: object) -> str:
     """The validated `test_prior` value (`false`/`null` read as `off`, `true` as `last`)."""
@@ -84,35 +76,6 @@ def check_mode(ranker: str, mode: object) -> str:
     if not isinstance(mode, str) or mode not in TEST_PRIOR_MODES:
         raise ValueError(f"{ranker}: test_prior must be one of {', '.join(TEST_PRIOR_MODES)}, got {mode!r}")
     return mode
-
-
-def is_test_path(path: str) -> bool:
-    """Test code by the usual conventions: `tests/`, `test/`, `testdata/`, `__tests__/`,
-    `spec/` folders; `test_*.py`, `*_test.py`, `conftest.py`, `*_test.go` (any `*_test.<ext>`),
-    `*_spec.rb`, `*.test.ts`, `*.spec.js` (and jsx/tsx/mjs/cjs), `*Test.java`, `*Tests.cs`."""
-    return bool(_TEST_PATH.search(path.replace("\\", "/")))
-
-
-_BUILDER_LANGUAGES = ("go", "python", "typescript", "javascript")
-_BUILDER_FILE = re.compile(r"\.(go|py|[cm]?[jt]sx?)$")
-
-
-def is_test_unit(unit: Unit) -> bool:
-    """The unit's own `is_test` when recorded (the corpus builder records it), else its path
-    (or the path part of its ID): by the builder's per-language rules
-    (`evalpipe.core.testpaths`) for Go, Python, TypeScript and JavaScript, by
-    `is_test_path` for any other language."""
-    flag = getattr(unit, "is_test", None)
-    if flag is None:
-        flag = unit.metadata.get("is_test")
-    if isinstance(flag, bool):
-        return flag
-    if isinstance(flag, str) and flag.lower() in ("true", "false"):
-        return flag.lower() == "true"
-    path = (unit.path or unit.id.split("::", 1)[0]).replace("\\", "/")
-    if unit.language in _BUILDER_LANGUAGES or _BUILDER_FILE.search(path):
-        return builder_is_test_path(path, unit.language)
-    return is_test_path(path)
 
 
 def _name_keys(unit: Unit) -> set[str]:

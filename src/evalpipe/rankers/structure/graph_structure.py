@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from evalpipe.core import Unit
+from evalpipe.core.unit import is_test_unit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.structure.set_questions import SetQuestion
 
@@ -61,17 +62,6 @@ ANCHOR_KINDS = {
 }
 #: How deep subclass chains are followed ("subclasses of A" includes A's grandchildren).
 INHERIT_DEPTH = 3
-_TEST_PATH = re.compile(
-    r"(?:^|/)(?:tests?|__tests__|testdata|spec)/|_test\.(?:go|py)$|(?:^|/)test_[^/]*\.py$|\.(?:test|spec)\.[jt]sx?$"
-)
-
-
-def is_test_unit(unit: Unit) -> bool:
-    """The unit's `is_test` field when the builder set one, else path conventions."""
-    flag = unit.get("is_test")
-    if isinstance(flag, bool):
-        return flag
-    return bool(_TEST_PATH.search(unit.path))
 
 
 def squash(text: str) -> str:
