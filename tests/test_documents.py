@@ -258,7 +258,7 @@ def test_rag_per_case_columns_are_numbers_that_compare_and_the_holdout_read(tmp_
     from evalpipe.evaluation.runner import run_case
     from evalpipe.scoring.run import score_results
     from evalpipe.stats.comparison import cases_from_rows
-    from evalpipe.sweeps import holdout
+    from evalpipe.tracking import cases as case_tables
 
     write(tmp_path, {"guide.rst": RST, "a/readme.md": MD})
     (tmp_path / "fx.yaml").write_text(FIXTURE, encoding="utf-8")
@@ -278,8 +278,8 @@ def test_rag_per_case_columns_are_numbers_that_compare_and_the_holdout_read(tmp_
     rows = [dict(zip(table, values, strict=True)) for values in zip(*table.values(), strict=True)]
     cases = cases_from_rows(rows, run_id="r" * 32, name="r", label="r", start_time=0, objective="")
     assert cases.values["rag_document_hit"] == {"q1": 1.0, "q2": 0.0, "q3": 0.0}
-    monkeypatch.setattr("evalpipe.compare.runs.load_cases", lambda client, run: cases)
+    monkeypatch.setattr(case_tables, "load_cases", lambda client, run: cases)
     client = SimpleNamespace(get_run=lambda run_id: None)
-    assert holdout.per_case(client, "r", "rag_document_hit_rate") == {"q1": 1.0, "q2": 0.0, "q3": 0.0}
-    assert holdout.per_case(client, "r", "rag/mrr") == {"q1": 0.5, "q2": 0.0, "q3": 0.0}
-    assert holdout.per_case(client, "r", "rag_section_hit_rate") == {"q1": 1.0}
+    assert case_tables.per_case(client, "r", "rag_document_hit_rate") == {"q1": 1.0, "q2": 0.0, "q3": 0.0}
+    assert case_tables.per_case(client, "r", "rag/mrr") == {"q1": 0.5, "q2": 0.0, "q3": 0.0}
+    assert case_tables.per_case(client, "r", "rag_section_hit_rate") == {"q1": 1.0}

@@ -10,6 +10,7 @@ worker that dies is replaced by the store opened in the parent.
 from __future__ import annotations
 
 import csv
+import inspect
 import json
 import signal
 import subprocess
@@ -30,7 +31,7 @@ from cli_helpers import (
 )
 from evalpipe.safety.signals import child_pids
 from evalpipe.tracking.reuse import REUSED_TAG
-from evalpipe.tracking.sweep_store import WorkerStore
+from evalpipe.tracking.sweep_store import LocalStore, SweepStore, WorkerStore
 from evalpipe.tracking.upload_worker import UploadWorker, wanted_sweep
 
 AXIS = ["ranker=bm25", "ranker.k1=0.9,1.2,1.5", "progress=false"]
@@ -138,11 +139,22 @@ def test_reused_sweep_through_the_worker_records_what_the_in_process_one_records
 
 
 def test_damaged_store_is_exit_2_in_one_line_before_any_job(tmp_path):
-    """The database is a writable file (the parent's quick checks pass) that MLflow cannot open:
-    the worker says so while Hydra composes, and the sweep stops before its first job."""
+    """The database is an SQLite file MLflow made only half of (its version table, no runs tables:
+    the parent's quick checks pass) that MLflow cannot open: the worker says so while Hydra
+    composes, and the sweep stops before its first job. (A file that is not SQLite at all is
+    refused by the quick checks: tests/test_reliability_round4.py.)"""
+    import sqlite3
+
+    from evalpipe.tracking.store_check import head_revision
+
     fx = write_tiny(tmp_path)
     (tmp_path / "ml").mkdir()
-    (tmp_path / "ml" / "mlflow.db").write_bytes(b"not a database, " * 512)
+    con = sqlite3.connect(tmp_path / "ml" / "mlflow.db")
+    con.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+    con.execute("INSERT INTO alembic_version VALUES (?)", (head_revision(),))
+    con.execute("CREATE TABLE experiments (experiment_id INTEGER, name TEXT, lifecycle_stage TEXT)")
+    con.commit()
+    con.close()
     sweep_dir = tmp_path / "multirun"
     proc = subprocess.run(
         [sys.executable, "-m", "evalpipe", "-m", f"fixture.path={fx}",
@@ -153,8 +165,8 @@ def test_damaged_store_is_exit_2_in_one_line_before_any_job(tmp_path):
     assert "Traceback" not in proc.stderr
     lines = error_lines(proc.stderr)
     assert len(lines) == 1 and lines[0].startswith("evalpipe: error: cannot open MLflow store"), proc.stderr
-    assert "file is not a database" in lines[0]
-    assert not [d for d in sweep_dir.iterdir() if d.is_dir()]  # no job started
+    assert "mlflow.db" in lines[0]
+    assert not sweep_dir.exists() or not [d for d in sweep_dir.iterdir() if d.is_dir()]  # no job started
 
 
 def test_sweep_killed_with_sigkill_leaves_its_parent_run_killed(tmp_path):
@@ -222,3 +234,18 @@ def test_which_command_lines_start_a_worker_for_a_sweep(monkeypatch):
         assert not wanted_sweep(argv), argv
     monkeypatch.setenv("EVALPIPE_UPLOAD_WORKER", "0")
     assert not wanted_sweep(["-m", "x=1,2"])
+
+
+def test_both_store_kinds_implement_the_sweep_store_protocol() -> None:
+    """The sweep callback holds a `SweepStore`: every member of the protocol exists on both kinds
+    with the same parameters, so no caller needs to ask which kind it holds."""
+    members = [m for m in vars(SweepStore) if not m.startswith("_")]
+    assert {"uri", "find", "log", "end_run", "read_client", "collect_rows"} <= set(members)
+    for kind in (LocalStore, WorkerStore):
+        for name in members:
+            assert hasattr(kind, name), f"{kind.__name__} lacks {name}"
+            mine, declared = getattr(kind, name), vars(SweepStore)[name]
+            if callable(declared) and name != "find":  # find: keywords, forwarded by WorkerStore
+                assert list(inspect.signature(mine).parameters) == list(
+                    inspect.signature(declared).parameters
+                ), f"{kind.__name__}.{name}"

@@ -5,15 +5,13 @@ measured them, and each run's per-case table (`cases.json`) as `RunCases`."""
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from evalpipe.stats.comparison import CASES_ARTIFACT, CompareError, RunCases, cases_from_rows
+from evalpipe.stats.comparison import CompareError, RunCases
+from evalpipe.tracking.cases import load_cases
 from evalpipe.tracking.reuse import REUSED_TAG, is_reuse
 
 EXCLUDED_ROLES = ("parent", "compare", "gate")
@@ -157,48 +155,6 @@ def by_split(runs: list[Any], wanted: str | None, explicit: bool) -> list[Any]:
             f"add --split {max(counts, key=lambda s: counts[s])} (or another of {', '.join(sorted(counts))})"
         )
     return runs
-
-
-def load_cases(client: Any, run: Any) -> RunCases:
-    """The run's cases.json as {metric: {case_id: value}} (every numeric column except bookkeeping).
-
-    A reused sweep point is read as the run it reuses (through any chain of reuses): its figures
-    are that run's and its per-case table is there; `aliases` and `reuse_line` record the point."""
-
-    # lazy: evalpipe.tracking.measured, ~2 ms
-    from evalpipe.tracking.measured import MissingOriginal, follow
-
-    if is_reuse(run):
-        try:
-            point = follow(client, run)
-        except MissingOriginal as exc:
-            raise CompareError(str(exc)) from None
-        cases = load_cases(client, point.measured)
-        aliases = (run.info.run_id, run.info.run_name or "", *cases.aliases)
-        return replace(cases, aliases=aliases, reuse_line=point.line())
-    label = f"{run.info.run_name} ({run.info.run_id})"
-    with tempfile.TemporaryDirectory(prefix="evalpipe-compare-") as tmp:
-        try:
-            path = client.download_artifacts(run.info.run_id, CASES_ARTIFACT, tmp)
-            table = json.loads(Path(path).read_text(encoding="utf-8"))
-        except Exception:
-            raise CompareError(
-                f"run {label} has no {CASES_ARTIFACT} artifact (per-case table); "
-                "re-run it with a current evalpipe or leave it out"
-            ) from None
-    try:
-        columns = list(table["columns"])
-        rows = [dict(zip(columns, row, strict=False)) for row in table["data"]]
-    except (KeyError, TypeError, ValueError):
-        raise CompareError(f"run {label}: {CASES_ARTIFACT} has no case_id column") from None
-    return cases_from_rows(
-        rows,
-        run_id=run.info.run_id,
-        name=run.info.run_name or "",
-        label=label,
-        start_time=int(run.info.start_time or 0),
-        objective=str(run.data.params.get("objective") or run.data.tags.get("evalpipe.objective", "")),
-    )
 
 
 def measured_run(client: Any, run: Any, cases: RunCases) -> Any:

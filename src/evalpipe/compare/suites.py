@@ -12,10 +12,11 @@ from dataclasses import replace
 from typing import Any
 
 from evalpipe.compare.render import markdown, print_table
-from evalpipe.compare.runs import load_cases, pick_baseline
+from evalpipe.compare.runs import pick_baseline
 from evalpipe.safety.errors import print_error
 from evalpipe.stats.comparison import CompareError, compare_runs
 from evalpipe.suite.members import MEMBER_ROLE, SUITE_FIXTURE_TAG, SUITE_TAG
+from evalpipe.tracking.cases import load_cases
 
 
 def is_suite_run(run: Any) -> bool:

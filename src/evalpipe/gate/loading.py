@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.compare.runs import get_run as compare_get_run
-from evalpipe.compare.runs import load_cases
 from evalpipe.core.files import read_json_text
 from evalpipe.gate.model import DataId, FixtureKey, FixtureRun, GateError, Side, looks_like_run_id, split_of
 from evalpipe.safety.errors import EvalpipeError
 from evalpipe.stats.comparison import CompareError, cases_from_rows
+from evalpipe.tracking.cases import load_cases
 from evalpipe.tracking.reuse import is_reuse, original_run_id
 
 PARENT_TAG = "mlflow.parentRunId"

@@ -48,6 +48,7 @@ from evalpipe.tracking.sweep_store import (  # noqa: F401
     ORPHAN_TAG,
     LocalStore,
     Opened,
+    SweepStore,
     WorkerStore,
     set_point_store,
 )
@@ -125,7 +126,7 @@ class MLflowSweepCallback(Callback):
         self._stats: Any = None  # sweeps.significance.Settings, read from the config at the start
         self._launcher = ""
         self._plotter: Any = None  # reporting.plot_worker.PlotWorker, importing matplotlib meanwhile
-        self._store: Any = None  # tracking.sweep_store.LocalStore or WorkerStore
+        self._store: SweepStore | None = None
         self._pending: Any = None  # tracking.sweep_store.Pending: the parent run, being created by the worker
         self._experiment = ""
         self._sweeper = ""
@@ -243,7 +244,7 @@ class MLflowSweepCallback(Callback):
                 tracker, experiment_id = mlflow_store.open_experiment(str(config.tracking.uri), experiment)
                 prepare_experiment(tracker.client, experiment_id, ks, self._objective)
                 self._store = LocalStore(tracker)
-                self._store._experiments[experiment] = experiment_id
+                self._store.adopt_experiment(experiment, experiment_id)
                 self._opened(
                     Opened(experiment_id, self._store.create_parent(experiment_id, run_name, tags, params))
                 )
@@ -424,7 +425,7 @@ class MLflowSweepCallback(Callback):
         if self._rows and store is not None:
             self._print_summary(store, parent, status)
 
-    def _print_summary(self, store: Any, parent: str, status: str) -> None:
+    def _print_summary(self, store: SweepStore, parent: str, status: str) -> None:
         """The top points by the objective, the best point, and where the summary and parent run are."""
 
         # lazy: rich, evalpipe.tracking.sweep_summary, numpy, ..., ~153 ms
@@ -474,7 +475,7 @@ class MLflowSweepCallback(Callback):
         for line in ui_lines(store.uri, self._experiment_id, parent, store.ui_command):
             console.print(escape(line), highlight=False, soft_wrap=True)
 
-    def _upload_saved_points(self, store: Any) -> None:
+    def _upload_saved_points(self, store: SweepStore) -> None:
         """After an aborted sweep: points their workers saved but could not upload before being
         torn down go up now, into their own runs, as `evalpipe sync` would; what cannot is named
         in one line with the sync command."""
@@ -492,7 +493,7 @@ class MLflowSweepCallback(Callback):
         split = str((fixture or {}).get("split") or "all")
         return "" if split == "all" else f" on fixture.split={split}"
 
-    def _write_summary(self, store: Any, parent: str, aborted: str | None = None) -> int:
+    def _write_summary(self, store: SweepStore, parent: str, aborted: str | None = None) -> int:
         """Log summary.md, summary.csv, plots and best/<metric>; return the number of failed points."""
 
         # lazy: evalpipe.reporting.headline, numpy, evalpipe.reporting.plots, ~150 ms
@@ -598,26 +599,19 @@ class MLflowSweepCallback(Callback):
                     (out / fname).write_text(str(files[fname]), encoding="utf-8")
         return failed
 
-    def _tied_group(self, store: Any, rows: list[Any]) -> Any:
+    def _tied_group(self, store: SweepStore, rows: list[Any]) -> Any:
         """The points tied with the best on the objective (and against the default), from their
         per-case values; None when fewer than two points have them. Never costs the summary."""
-        # lazy: evalpipe.sweeps, numpy, evalpipe.sweeps.holdout, ~288 ms
+        # lazy: evalpipe.sweeps.significance, numpy, ~150 ms
         from omegaconf import OmegaConf
 
         from evalpipe.sweeps import significance
-        from evalpipe.sweeps.holdout import per_case
 
         measured = [r for r in rows if r.measured]
         if len(measured) < 2 or self._stats is None:
             return None
         try:
-            # A tracker of its own: `store.local()` would turn a WorkerStore's later calls (the parent's
-            # end) away from the worker, which then ends the parent KILLED as a run it still holds open.
-            # lazy: evalpipe.compare.runs, numpy, ~139 ms (in a try)
-            from evalpipe.compare.runs import open_tracker
-
-            client = store.tracker.client if not hasattr(store, "local") else open_tracker(store.uri).client
-            cases = [per_case(client, r.run_id, self._objective) for r in measured]
+            cases = store.per_case([r.run_id for r in measured], self._objective)
             defaults: dict[str, Any] = {}
             if self._config is not None:
                 for key in self._keys:
@@ -632,7 +626,7 @@ class MLflowSweepCallback(Callback):
         self._significance = sig
         return sig
 
-    def _run_holdout(self, store: Any, parent: str, rows: list[Any]) -> Any:
+    def _run_holdout(self, store: SweepStore, parent: str, rows: list[Any]) -> Any:
         """On a dev-split sweep: the best and the reference point re-run on the test split."""
         # lazy: evalpipe.sweeps, numpy, ~106 ms
         from evalpipe.sweeps import holdout
@@ -647,11 +641,7 @@ class MLflowSweepCallback(Callback):
         task += hydra_overrides([str(x) for x in OmegaConf.to_container(config.hydra.overrides.hydra)])
         link = link_env(parent, holdout.HOLDOUT_ROLE, self._sweep_id)
         try:
-            # lazy: evalpipe.compare.runs, numpy, ~133 ms (in a try)
-            from evalpipe.compare.runs import open_tracker
-
-            # Not store.local(): see _tied_group (the parent would end KILLED by the upload worker).
-            client = store.tracker.client if not hasattr(store, "local") else open_tracker(store.uri).client
+            client = store.read_client()
             held = holdout.run_holdout(
                 client,
                 rows,

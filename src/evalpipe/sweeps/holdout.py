@@ -36,7 +36,8 @@ import yaml
 
 from evalpipe.reporting.report import markdown_table
 from evalpipe.safety.secrets import mask_text
-from evalpipe.scoring.names import lookup, metric_name
+from evalpipe.scoring.names import lookup
+from evalpipe.tracking.cases import per_case
 from evalpipe.tracking.sweep_summary import (
     HOLDOUT_DIR,  # reused_runs skips this folder
     top_points,
@@ -210,36 +211,6 @@ def saved_run(out_dir: Path) -> tuple[str, str]:
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return "", ""
-
-
-def per_case(client: Any, run_id: str, objective: str) -> dict[str, float] | None:
-    """{case ID: objective value} from the run's cases.json; None when the run has none (a suite)."""
-    # lazy: evalpipe.compare.runs, ~12 ms
-    from evalpipe.compare.runs import load_cases
-
-    # lazy: evalpipe.scoring.rag and names, ~5 ms
-    from evalpipe.scoring import rag
-
-    # lazy: evalpipe.stats.comparison, ~8 ms
-    from evalpipe.stats.comparison import CompareError
-
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in the summary
-    try:
-        cases = load_cases(client, client.get_run(run_id))
-    except (CompareError, Exception):
-        return None
-    name, tier = objective, None
-    if objective.startswith("tier/"):
-        _, tier, name = objective.split("/", 2)
-    column = rag.PER_CASE_COLUMN.get(name) or rag.PER_CASE_COLUMN.get(f"rag_{name.removeprefix('rag/')}")
-    # a RAG rate before the bare-name fallback: `rag/mrr` is not the ranking `mrr`
-    for candidate in (name, *([column] if column else []), metric_name(name).rpartition("/")[2]):
-        values = cases.values.get(candidate)
-        if values is not None:
-            if tier is not None:
-                values = {c: v for c, v in values.items() if c in cases.info and cases.info[c].tier == tier}
-            return dict(values)
-    return None
 
 
 def objective_of(metrics: Mapping[str, float], objective: str) -> float | None:

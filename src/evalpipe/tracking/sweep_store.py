@@ -30,7 +30,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from evalpipe.core.fingerprint import code_fingerprint
 
@@ -50,6 +50,47 @@ def set_point_store(store: WorkerStore | None) -> None:
 
 
 # --- the operations, run with an open tracker (in the parent, or in the worker) -------------------
+
+
+class SweepStore(Protocol):
+    """What a sweep asks of its store, whichever process talks to MLflow: `LocalStore` (this
+    process) and `WorkerStore` (the upload worker, with a `LocalStore` fallback) both implement
+    it, so the sweep callback never needs to know which one it holds."""
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def ui_command(self) -> str: ...
+
+    def find(self, **args: Any) -> dict[str, Any] | None: ...
+
+    def end_orphans(self, parent: str, status: str) -> None: ...
+
+    def upload_saved_points(self, sweep_dir: str) -> int: ...
+
+    def collect_rows(self, parent: str, sweep_dir: str, keys: Sequence[str], since: float) -> list[Any]: ...
+
+    def log(
+        self,
+        run_id: str,
+        metrics: Mapping[str, float] | None = None,
+        tags: Mapping[str, str] | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+        subdir: str = "",
+    ) -> None: ...
+
+    def end_run(self, run_id: str, status: str) -> None: ...
+
+    def per_case(self, run_ids: Sequence[str], objective: str) -> list[dict[str, float] | None]:
+        """Each run's {case ID: objective value} (`tracking.cases.per_case`), read where the
+        store is open, so the tie step does not import MLflow in the sweep's process."""
+        ...
+
+    def read_client(self) -> Any:
+        """An MLflow client for reads (the hold-out check) that leaves the store's own route for
+        writes as it is."""
+        ...
 
 
 class LocalStore:
@@ -74,6 +115,19 @@ class LocalStore:
     @property
     def ui_command(self) -> str:
         return str(self.tracker.ui_command)
+
+    def read_client(self) -> Any:
+        return self.tracker.client
+
+    def per_case(self, run_ids: Sequence[str], objective: str) -> list[dict[str, float] | None]:
+        # lazy: evalpipe.tracking.cases, ~5 ms
+        from evalpipe.tracking.cases import per_case
+
+        return [per_case(self.tracker.client, run_id, objective) for run_id in run_ids]
+
+    def adopt_experiment(self, name: str, experiment_id: str) -> None:
+        """An experiment the caller opened and prepared already (so `experiment` does not again)."""
+        self._experiments[name] = experiment_id
 
     def experiment(self, name: str, ks: Sequence[int], objective: str) -> str:
         """The experiment's ID (created and prepared once per process, as a run's `open_store`)."""
@@ -236,6 +290,8 @@ def serve(server: Any, req: Mapping[str, Any]) -> dict[str, Any]:
         store.end_run(**kw)
         server.open_runs.discard(kw["run_id"])
         return {}
+    if method == "per_case":
+        return {"cases": store.per_case(**kw)}
     raise ValueError(f"unknown sweep request {method!r}")
 
 
@@ -280,6 +336,15 @@ class WorkerStore:
         from evalpipe.tracking.mlflow_store import Tracker
 
         return Tracker(self._uri, None).ui_command
+
+    def read_client(self) -> Any:
+        """A client of this process's own: `local()` would turn this store's later calls (the
+        parent's end) away from the worker, which then ends the parent KILLED as a run it still
+        holds open."""
+        # lazy: evalpipe.tracking (MLflow), ~700 ms, only for a summary's reads
+        from evalpipe.tracking import mlflow_store
+
+        return mlflow_store.ensure_store(self._uri).client
 
     def local(self) -> LocalStore:
         """The store opened in this process (MLflow imported here): for a hold-out check, and
@@ -427,6 +492,13 @@ class WorkerStore:
     def end_run(self, run_id: str, status: str) -> None:
         if self._call("end_run", run_id=run_id, status=status) is None:
             self.local().end_run(run_id, status)
+
+    def per_case(self, run_ids: Sequence[str], objective: str) -> list[dict[str, float] | None]:
+        self.flush()  # the points' records are in the store before their tables are read
+        reply = self._call("per_case", run_ids=list(run_ids), objective=objective)
+        if reply is None:
+            return self.local().per_case(run_ids, objective)
+        return list(reply["cases"])
 
 
 def _warn_unrecorded(console: Any, exc: BaseException) -> None:
