@@ -87,6 +87,12 @@ def normalise_uri(uri: str | None) -> str:
         # lazy: evalpipe.safety.errors, ~2 ms
         from evalpipe.safety.errors import EvalpipeError
 
+        scheme = re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", uri)
+        if scheme:  # `sqlite:/x`, `http:host`: a scheme without `//`, not a folder
+            raise EvalpipeError(
+                f"tracking.uri={uri!r} is not a URI: {scheme.group(0)} must be followed by '//' "
+                "(e.g. sqlite:///mlruns/mlflow.db for a relative path, sqlite:////abs/mlflow.db, http://host:5000)"
+            )
         raise EvalpipeError(
             f"tracking.uri={uri!r} is a file-store path, which MLflow no longer supports; "
             f"use sqlite:///{uri.rstrip('/')}/mlflow.db or an http(s):// server"
