@@ -52,7 +52,7 @@ def test_code_search_params_count_and_what_they_are():
     assert len(params) == 68
     assert params["ranker.base.components.semantic.engine"] == "torch"
     assert params["ranker.base.components.semantic.quantize"] in ("bf16 (auto)", "fp32 (auto)")
-    assert params["ranker.base.components.semantic.embed_tests"] == "True"
+    assert params["ranker.base.components.semantic.embed_tests"] == "auto"
 
 
 def test_an_explicit_model_is_logged_as_given():

@@ -309,7 +309,7 @@ def test_skipping_test_units_keeps_every_positive_non_test_rank_where_claimed(
     claim is narrow: with `test_prior: last` and a query that does not ask for tests, the
     non-test units with a positive cosine keep their order and scores (they come before every
     test unit either way), and only the tail differs."""
-    with_tests = SemanticRanker(cache_dir=str(tmp_path))
+    with_tests = SemanticRanker(cache_dir=str(tmp_path), embed_tests=True)
     with_tests.prepare(gin_corpus)
     without = SemanticRanker(cache_dir=str(tmp_path), embed_tests=False)
     without.prepare(gin_corpus)
@@ -329,3 +329,53 @@ def test_skipping_test_units_keeps_every_positive_non_test_rank_where_claimed(
     asked = "test basic auth credentials"
     assert with_tests.search(asked, 1)[0].id in tests
     assert without.search(asked, 1)[0].id not in tests
+
+
+def test_deferred_test_units_give_the_rankings_of_embedding_them_all(model_dir, gin_corpus, tmp_path):
+    """`embed_tests: auto` (the default) leaves test units unembedded until a query's top-k
+    could hold one, and must then return exactly what embedding every unit up front returns:
+    the same ids and scores for every query, k, constraint and min_score tried here, in the
+    per-query and the batched path. A query not asking for tests with k positive non-test
+    hits never embeds them (the saving); one asking for tests, or a k beyond the positive
+    non-test hits, embeds them once."""
+    tests = {u.id for u in gin_corpus if u.path.endswith("_test.go")}
+    n = len(gin_corpus)
+    plain = ["basic auth credentials", "recover from a panic and log it", "pick the last element"]
+
+    def fresh(**kw: object) -> SemanticRanker:
+        _forget_indexes()  # no in-process index reuse between the two modes
+        r = SemanticRanker(cache_dir=str(tmp_path / "cache"), **kw)
+        r.prepare(gin_corpus)
+        return r
+
+    every = fresh(embed_tests=True)
+    auto = fresh()
+    assert auto.stats()["deferred_test_units"] == len(tests)
+    assert auto.stats()["cache_units_embedded"] == 0  # the non-test vectors came from the cache
+    for q in plain:
+        assert auto.search(q, 5) == every.search(q, 5)
+    assert auto.search_batch(plain, 10) == every.search_batch(plain, 10)
+    only_auth = {"path": "auth.go"}
+    assert auto.search(plain[0], 3, only_auth) == every.search(plain[0], 3, only_auth)
+    assert not auto.stats()["deferred_test_units_embedded"]  # nothing so far needed a test unit
+
+    # a k beyond the positive non-test hits needs the tests: embedded then, same answer
+    assert auto.search(plain[1], n) == every.search(plain[1], n)
+    assert auto.stats()["deferred_test_units_embedded"]
+    assert auto.search(plain[2], n) == every.search(plain[2], n)
+
+    # a query asking for tests needs them at once, in the batched path too
+    batched = fresh()
+    asked = ["test basic auth credentials", plain[0]]
+    assert batched.search_batch(asked, 5) == every.search_batch(asked, 5)
+    assert batched.stats()["deferred_test_units_embedded"]
+    assert batched.search(asked[0], 1)[0].id in tests
+
+    # a constraint that leaves fewer than k non-test units needs them too
+    masked = fresh()
+    only_tests_file = {"path": "auth_test.go"}
+    assert masked.search(plain[0], 3, only_tests_file) == every.search(plain[0], 3, only_tests_file)
+    assert masked.stats()["deferred_test_units_embedded"]
+
+    # test_prior: off ranks tests like any unit, so nothing is deferred
+    assert fresh(test_prior="off").stats()["deferred_test_units"] == 0

@@ -7,11 +7,11 @@ ends it (FINISHED, FAILED or KILLED). `record` saves the run locally before
 `upload` touches the store, so a tracking failure never costs finished work, and
 `show` prints the results as soon as they are saved.
 
-A single run started by `python -m evalpipe` hands the MLflow side to the warm upload
-worker (`tracking.upload_worker`): `open_store` makes the checks that need no MLflow
-(exit 2 as before) and only asks the worker to open the store and `start` the run;
-`record` waits for both before it saves (a store that failed to open is exit 2, nothing
-saved, as if it had failed first), and `upload` sends the saved run to the worker.
+Where the run's data goes (offline, the warm upload worker, an in-process sweep's worker, or
+this process) is decided once, in `open_store`, by `tracking.run_store.RunStore`; the later
+stages ask it (`start`, `await_open`) and never choose again. With the worker, `open_store`
+makes the checks that need no MLflow (exit 2 as before) and only asks the worker to open the
+store; `record` waits for it before it saves, and `upload` sends the saved run to the worker.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from evalpipe.evaluation.measure import measure as measure_cases
 from evalpipe.evaluation.measure import result_tags, score
 from evalpipe.evaluation.runner import peak_memory_mb, prepare_ranker
 from evalpipe.evaluation.state import RunState
-from evalpipe.heap import freeze_startup_heap
 from evalpipe.inputs.fixture import Fixture
 from evalpipe.inputs.split import SPLIT_TAG
 from evalpipe.reporting.headline import NOTE_TAG, run_description
@@ -91,72 +90,28 @@ def check(cfg: DictConfig) -> RunState:
 
 
 def open_store(state: RunState) -> None:
-    """Open the MLflow experiment (unless offline); an unreachable store is exit 2 before any case."""
-    # lazy: evalpipe.tracking, ~9 ms
-    from evalpipe.tracking import mlflow_store, upload_worker
+    """Choose where the run's data goes (`tracking.run_store`) and open it; an unreachable
+    store is exit 2 before any case."""
+    # lazy: evalpipe.tracking.run_store, ~3 ms
+    from evalpipe.tracking.run_store import RunStore, StoreSettings
 
     cfg = state.cfg
     state.experiment = experiment_name(cfg)
     state.offline = bool(cfg.tracking.get("offline", False))
-    worker = upload_worker.take()
-    if worker is not None and not state.offline and _worker_fits(state):
-        try:
-            uri = mlflow_store.check_store(cfg.tracking.uri, state.experiment)
-        except EvalpipeError as exc:
-            fail(str(exc))
-        with contextlib.suppress(upload_worker.WorkerGone):  # gone: open it here instead
-            state.open_request = worker.send(
-                "open", uri=uri, experiment=state.experiment, ks=list(state.ks), objective=state.objective
-            )
-            state.worker, state.store_uri = worker, uri
-            return
-    if worker is not None:
-        worker.discard()
-    if state.offline:
-        return
-    if _served_by_sweep(state):  # a point of an in-process sweep: the sweep's worker asks (`reuse`)
-        return
-    _open_here(state)
-
-
-def _served_by_sweep(state: RunState) -> bool:
-    # lazy: evalpipe.sweeps, ~8 ms
-    from evalpipe.tracking import sweep_store as sweep_store
-
-    cfg = state.cfg
     try:
         uri = cfg.tracking.uri
-    except Exception:  # no tracking.uri at all: not a point the sweep's worker serves
-        return False
-    return sweep_store.serves(bool(cfg.get("force")), bool(cfg.tracking.get("offline", False)), uri)
-
-
-def _worker_fits(state: RunState) -> bool:
-    """A single run that needs no store lookup before its cases, with MLflow not yet imported."""
-    # lazy: evalpipe.sweeps, ~3 ms
-    from evalpipe.tracking import sweep_job as sweep
-
-    cfg = state.cfg
-    if "mlflow" in sys.modules or cfg.get("traces", False):
-        return False
-    # resume looks a sweep's point up in the store before measuring it
-    return not (sweep.job_context(None, None).sweep_id and not cfg.get("force"))
-
-
-def _open_here(state: RunState) -> None:
-    # lazy: evalpipe.tracking, ~8 ms
-    from evalpipe.tracking import mlflow_store
-
-    cfg = state.cfg
-    try:
-        state.tracker, state.experiment_id = mlflow_store.open_experiment(cfg.tracking.uri, state.experiment)
-    except EvalpipeError as exc:
-        fail(str(exc))
-    freeze_startup_heap()  # MLflow's import heap: no later collection (or the exit) walks it again
-    # lazy: evalpipe.tracking, ~1 ms
-    from evalpipe.tracking import links
-
-    links.prepare_experiment(state.tracker.client, state.experiment_id, state.ks, state.objective)
+    except Exception:  # no tracking.uri at all (offline runs need none)
+        uri = None
+    settings = StoreSettings(
+        uri=None if uri is None else str(uri),
+        experiment=state.experiment,
+        offline=state.offline,
+        force=bool(cfg.get("force")),
+        traces=bool(cfg.get("traces", False)),
+        ks=tuple(state.ks),
+        objective=state.objective,
+    )
+    state.store = RunStore.choose(settings)
 
 
 def reuse(state: RunState) -> float | None:
@@ -169,13 +124,14 @@ def reuse(state: RunState) -> float | None:
     fixture = state.fixture
     state.chash = config_hash(state.checked.resolved, fixture.sha256, code_fingerprint())
     state.job = sweep.job_context(state.tracker, state.experiment_id)
-    # lazy: evalpipe.sweeps, ~3 ms
+    # lazy: evalpipe.tracking.run_store, evalpipe.tracking.sweep_store, ~3 ms
     from evalpipe.tracking import sweep_store as sweep_store
+    from evalpipe.tracking.run_store import Route
 
-    if state.tracker is None and state.worker is None and _served_by_sweep(state):
+    if state.store.route is Route.SWEEP:  # the sweep's worker knows the points measured already
         reused = sweep_store.reuse_point(state) if state.job.sweep_id else None
         if reused is None:  # measured: with the store opened in this process, as before
-            _open_here(state)
+            state.store.open_here()
         return reused
     if state.tracker is None or not state.job.sweep_id or state.cfg.get("force"):
         return None
@@ -224,69 +180,10 @@ def start(state: RunState) -> None:
     state.notes += state.checked.warnings
     out_dir = state.out_dir or Path(tempfile.mkdtemp(prefix="evalpipe-run-"))
     rec = Recording(out_dir, state.experiment, state.run_name)
-    rec.tracker, rec.experiment_id = state.tracker, state.experiment_id
     rec.describe_data(fixture)  # logged as MLflow dataset inputs (tracking.datasets)
     state.rec = rec
-    if state.worker is not None:  # created by the worker once the store is open (see `await_store`)
-        # lazy: evalpipe.tracking.worker_errors, ~1 ms
-        from evalpipe.tracking.worker_errors import WorkerGone
-
-        rec.worker, rec.uri = state.worker, state.store_uri
-        try:
-            rec.start(state.tags)
-            return
-        except WorkerGone:
-            rec.worker = state.worker = None
-            _open_here(state)
-            rec.tracker, rec.experiment_id = state.tracker, state.experiment_id
-    _start_here(state)
-
-
-def _start_here(state: RunState) -> None:
-    # lazy: mlflow, pandas, scipy, ..., ~1181 ms
-    from mlflow.exceptions import MlflowException
-
-    rec = state.rec
-    try:
-        rec.start(state.tags)
-    except MlflowException as exc:
-        fail(f"cannot start an MLflow run in {state.tracker.uri}: {exc}", code=1)
-    except BaseException as exc:  # a signal while the run is being created: nothing measured yet
-        if signals.is_interrupt(exc):
-            rec.abandon("KILLED")
-        raise
-
-
-def await_store(state: RunState) -> None:
-    """Wait for the worker to have opened the store and the run (before anything is saved).
-
-    The store passed `tracking.check_store` before the first case, so a failure here (it died
-    meanwhile, a damaged database) is an upload failure: the run is saved locally and the
-    upload stage reports it (exit 1, `evalpipe sync` later). A worker that died is replaced
-    by opening the store here."""
-    # lazy: evalpipe.tracking, evalpipe.tracking.worker_errors, ~9 ms
-    from evalpipe.tracking import mlflow_store
-    from evalpipe.tracking.worker_errors import WorkerError, WorkerGone
-
-    worker, rec = state.worker, state.rec
-    if worker is None or state.tracker is not None or rec.store_error:
-        return
-    try:
-        opened = worker.reply(state.open_request)
-        state.experiment_id = rec.experiment_id = str(opened["experiment_id"])
-        rec.uri = str(opened["uri"])
-        rec.started()
-    except WorkerError as exc:
-        rec.store_error = str(exc)
-        return
-    except WorkerGone:
-        state.worker = rec.worker = None
-        state.tracker = None
-        _open_here(state)
-        rec.tracker, rec.experiment_id = state.tracker, state.experiment_id
-        _start_here(state)
-        return
-    state.tracker = mlflow_store.Tracker(rec.uri, client=None)  # for the links; the worker holds the client
+    state.store.attach(rec)
+    state.store.start(rec, state.tags)
 
 
 def guarded(state: RunState, stage: Callable[[RunState], None]) -> None:
@@ -389,7 +286,7 @@ def record(state: RunState) -> None:
     run_tags[NOTE_TAG] = run_description(
         fixture.label, row, ks, fixture.tier_counts(), params, state.objective, headline
     )
-    await_store(state)  # only now: the worker opens the run while the files above are made
+    state.store.await_open(state.rec, state.tags)  # only now: the worker opens the run meanwhile
     try:
         state.rec.save(files, metrics, params, run_tags, status, extra)
     except OSError as exc:

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from evalpipe.scoring.tokens import TokenCounter
     from evalpipe.tracking.mlflow_store import Tracker
     from evalpipe.tracking.record import Recording
+    from evalpipe.tracking.run_store import RunStore
     from evalpipe.tracking.sweep_job import JobContext
-    from evalpipe.tracking.upload_worker import UploadWorker
 
 
 @dataclass
@@ -49,12 +49,8 @@ class RunState:
     # open store
     experiment: str = ""
     offline: bool = False
-    tracker: Tracker | None = None
-    experiment_id: str | None = None
-    #: the upload worker opening the store meanwhile (`tracking.upload_worker`), and its request
-    worker: UploadWorker | None = None
-    open_request: int | None = None
-    store_uri: str | None = None
+    #: where the run's data goes, chosen once (`tracking.run_store`)
+    store: RunStore | None = None
     # reuse (identity)
     revision: str = ""
     chash: str = ""
@@ -76,6 +72,15 @@ class RunState:
     row: ReportRow | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     upload_error: str | None = None
+
+    @property
+    def tracker(self) -> Tracker | None:
+        """The store's tracker (None offline, or while the worker opens the store)."""
+        return None if self.store is None else self.store.tracker
+
+    @property
+    def experiment_id(self) -> str | None:
+        return None if self.store is None else self.store.experiment_id
 
     @property
     def fixture(self) -> Fixture:

@@ -40,6 +40,7 @@ def evaluate_suite(cfg: DictConfig) -> float:
     from evalpipe.suite.spec import check_suite, conf_dirs, fixture_options
     from evalpipe.tracking import mlflow_store
     from evalpipe.tracking import sweep_job as sweep_job
+    from evalpipe.tracking.run_store import RunStore, StoreSettings
 
     signals.install()
     register_config(cfg)
@@ -62,13 +63,15 @@ def evaluate_suite(cfg: DictConfig) -> float:
     out = out_dir or Path(tempfile.mkdtemp(prefix="evalpipe-suite-"))
     offline = bool(cfg.tracking.get("offline", False))
     experiment = experiment_name(cfg)
-    tracker = experiment_id = None
-    parent = None
-    if not offline:
-        try:
-            tracker, experiment_id = mlflow_store.open_experiment(cfg.tracking.uri, experiment)
-        except EvalpipeError as exc:
-            fail(str(exc))
+    settings = StoreSettings(
+        uri=None if offline else str(cfg.tracking.uri),
+        experiment=experiment,
+        offline=offline,
+        ks=tuple(int(k) for k in resolved.get("ks") or ()),
+        objective=objective,
+    )
+    store = RunStore.choose(settings, worker_allowed=False)  # the members open their own
+    tracker, experiment_id = store.tracker, store.experiment_id
     job = sweep_job.job_context(tracker, experiment_id) if tracker is not None else sweep_job.JobContext()
     overrides = [*overrides, *_hydra_overrides()]
     plain = [o for o in overrides if not o.lstrip("+~").startswith(("suite=", "objective_agg="))]
@@ -86,10 +89,7 @@ def evaluate_suite(cfg: DictConfig) -> float:
         "evalpipe.ranker": ranker_choice,
         "evalpipe.objective": objective,
     }
-    if tracker is not None:
-        parent = tracker.client.create_run(
-            experiment_id, run_name=run_name, tags=mask_mapping(tags)
-        ).info.run_id
+    parent = store.create_parent(run_name, mask_mapping(tags))
     status = "FAILED"
     try:
         members = []
@@ -114,8 +114,7 @@ def evaluate_suite(cfg: DictConfig) -> float:
             status = "KILLED"
         raise
     finally:
-        if tracker is not None and parent is not None:
-            tracker.client.set_terminated(parent, status=status)
+        store.end_parent(parent, status)
     _print(
         console, suite, members, figures, resolved, run_name, split, tracker, experiment_id, parent, out, job
     )

@@ -128,6 +128,8 @@ class ChromaRanker(SemanticRanker):
     metadata keys holding each record's document ID, chunk index and, optionally, section.
     """
 
+    defer_tests_allowed = False  # every vector goes into the collection at build time
+
     name = "chroma"
     query_params = ("min_score", "query_prefix", "batch_size", "cache_dir", "store_dir")
 

@@ -23,13 +23,13 @@ import string
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from evalpipe.core import Unit
+from evalpipe.core import Hit, Unit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import BatchScoring, CorpusRanker, RankerUnavailable
 from evalpipe.rankers.dense.embed_cache import model_fingerprint
@@ -241,7 +241,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         quantize: str | None = AUTO,
         engine: str = "torch",
         test_prior: str | bool = "last",
-        embed_tests: bool = True,
+        embed_tests: bool | str = "auto",
         cache_max_bytes: int = DEFAULT_MAX_BYTES,
     ):
         if engine not in ENGINES:
@@ -279,11 +279,17 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         self.quantize = quantize
         self.engine = engine
         self.test_prior = check_mode("semantic ranker", test_prior)
-        self.embed_tests = bool(embed_tests)
+        if embed_tests not in (True, False, "auto"):
+            raise ValueError(f"semantic ranker: embed_tests must be true, false or auto, got {embed_tests!r}")
+        self.embed_tests: bool | str = embed_tests
         self.cache_max_bytes = int(cache_max_bytes)
         self._prior: TestPrior | None = None
-        #: rows left unembedded (test units with embed_tests=false): never returned
+        #: rows left unembedded (test units with embed_tests=false, or auto until needed): never returned
         self._unembedded: np.ndarray | None = None
+        #: the rows, texts and digests embed_tests=auto has not embedded yet
+        self._pending: tuple[np.ndarray, list[str], list[bytes]] | None = None
+        self._store_handle: UnitStore | None = None
+        self._keep_packs: set[Path] = set()
         self._encoder: Any = None
         self._embeddings = np.zeros((0, 0), dtype=np.float32)
         self._stats: dict[str, Any] = {}
@@ -455,61 +461,102 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         load_seconds = time.perf_counter() - t0
 
         self._prior = TestPrior(corpus)
-        skip = self._prior.rows if not self.embed_tests else np.zeros(len(corpus), dtype=bool)
+        tests = self._prior.rows
+        # embed_tests: false never embeds test units; auto defers them until a query's top-k could
+        # hold one (see `search`), which with test_prior: last is only a query that asks for tests
+        # or one with fewer than k positive non-test hits; true (and test_prior: off) embeds all now.
+        defer = self.embed_tests == "auto" and self.test_prior == "last" and self.defer_tests_allowed
+        later = (
+            tests if (self.embed_tests is False or defer) and self._prior.any else np.zeros(len(corpus), bool)
+        )
         texts = [render_unit(u, self.template, self._fields) for u in corpus]
         digests = [text_digest(t) for t in texts]
+        self._store_handle = self._store(label, fingerprint)
+        self._keep_packs: set[Path] = set()
+        rows = np.flatnonzero(~later)
+        note = ""
+        if later.any():
+            note = f" ({int(later.sum())} test units " + (
+                "embedded only if a query needs them: embed_tests=auto)"
+                if defer
+                else "not embedded: embed_tests=false)"
+            )
+        self._embeddings = np.zeros((len(texts), 0), dtype=np.float32)
+        got = self._embed_rows(rows, texts, digests, note)
+        self._embeddings = got.pop("matrix")
+        self._unembedded = later if later.any() else None
+        self._pending: tuple[np.ndarray, list[str], list[bytes]] | None = (
+            (np.flatnonzero(later), texts, digests) if defer and later.any() else None
+        )
+        self._stats = {
+            "model": label,
+            "model_load_seconds": round(load_seconds, 3),
+            **got,
+            "quantize": self.quantize or "fp32",
+            "quantize_setting": str(self.quantize_setting),
+            "engine": self.engine,
+            "embedding_dim": int(self._embeddings.shape[1]),
+            "index_units": int(self._embeddings.shape[0]),
+            "unembedded_test_units": int(later.sum()) if not defer else 0,
+            "deferred_test_units": int(later.sum()) if defer else 0,
+            "deferred_test_units_embedded": False,
+        }
+
+    #: False in subclasses that need every vector at build time (the Chroma store).
+    defer_tests_allowed = True
+
+    def _embed_rows(
+        self, rows: np.ndarray, texts: list[str], digests: list[bytes], note: str = ""
+    ) -> dict[str, Any]:
+        """Vectors for the corpus rows `rows`, from the per-unit cache where it has them and
+        from the model otherwise (each distinct text once), written into the corpus matrix
+        (rows not asked for stay zero); the new vectors are added to the cache as one pack.
+        Returns the matrix (key "matrix") and the embedding stats."""
         distinct: dict[bytes, str] = {}
-        for digest, text, skipped in zip(digests, texts, skip.tolist(), strict=True):
-            if not skipped:
-                distinct.setdefault(digest, text)
-        store = self._store(label, fingerprint)
+        for i in rows.tolist():
+            distinct.setdefault(digests[i], texts[i])
+        store = self._store_handle
         t0 = time.perf_counter()
         found = store.lookup(distinct) if store is not None else None
         vectors = dict(found.found) if found is not None else {}
         lookup_seconds = time.perf_counter() - t0
         missing = [d for d in distinct if d not in vectors]
-        needed = int((~skip).sum())
-        from_cache = sum(1 for d, s in zip(digests, skip.tolist(), strict=True) if not s and d in vectors)
+        from_cache = sum(1 for i in rows.tolist() if digests[i] in vectors)
         progress = len(missing) > PROGRESS_MIN_UNITS
-        if progress or (needed > PROGRESS_MIN_UNITS and missing):
+        if progress or (len(rows) > PROGRESS_MIN_UNITS and missing):
             # said before the model pass, so a user knows at once what the wait is for
             _progress_console().print(
-                f"semantic ranker: {needed} units: {from_cache} from the embedding cache, "
-                f"{len(missing)} texts to embed"
-                + (f" ({int(skip.sum())} test units not embedded: embed_tests=false)" if skip.any() else "")
+                f"semantic ranker: {len(rows)} units: {from_cache} from the embedding cache, "
+                f"{len(missing)} texts to embed{note}"
             )
-
         t0 = time.perf_counter()
         embedded = self._encode([distinct[d] for d in missing], progress=progress)
         embed_seconds = time.perf_counter() - t0 if missing else 0.0
         vectors.update(zip(missing, embedded, strict=True))
         dim = int(embedded.shape[1]) if missing else next((v.shape[0] for v in vectors.values()), 0)
         if not dim:
-            dim = self._dimension()
-        matrix = np.zeros((len(texts), dim), dtype=np.float32)
-        for i, (digest, skipped) in enumerate(zip(digests, skip.tolist(), strict=True)):
-            if not skipped:
-                matrix[i] = vectors[digest]
+            dim = self._embeddings.shape[1] or self._dimension()
+        matrix = self._embeddings
+        if matrix.shape[1] != dim:
+            matrix = np.zeros((len(texts), dim), dtype=np.float32)
+        for i in rows.tolist():
+            matrix[i] = vectors[digests[i]]
         written = ""
         if store is not None and found is not None:
             try:
-                keep = set(found.used)
+                self._keep_packs |= found.used
                 if missing:
-                    keep.add(store.add(missing, embedded))
+                    self._keep_packs.add(store.add(missing, embedded))
                 if len(found.used) > MAX_PACKS_PER_CORPUS:  # many small packs: gather them into one
-                    rows = list(distinct)
-                    keep.add(store.add(rows, np.stack([vectors[d] for d in rows])))
+                    keys = list(distinct)
+                    self._keep_packs.add(store.add(keys, np.stack([vectors[d] for d in keys])))
                 if missing or len(found.used) > MAX_PACKS_PER_CORPUS:
-                    store.evict(keep)
+                    store.evict(self._keep_packs)
                 written = str(store.dir)
             except OSError as exc:  # a read-only cache must not fail the run
                 log.warning("semantic ranker: cannot write embedding cache %s: %s", self.cache_dir, exc)
-
-        self._embeddings = matrix
-        self._unembedded = skip if skip.any() else None
-        self._stats = {
-            "model": label,
-            "model_load_seconds": round(load_seconds, 3),
+        return {
+            "matrix": matrix,
             "embed_seconds": round(embed_seconds, 3),
             "cache_lookup_seconds": round(lookup_seconds, 3),
             "cache_hit": not missing,
@@ -517,14 +564,60 @@ class SemanticRanker(BatchScoring, CorpusRanker):
             "cache_units_embedded": len(missing),
             "cache_damaged_rows": found.damaged_rows if found is not None else 0,
             "cache_path": written or (str(store.dir) if store is not None else ""),
-            "quantize": self.quantize or "fp32",
-            "quantize_setting": str(self.quantize_setting),
-            "engine": self.engine,
             "embed_units_per_second": round(len(missing) / embed_seconds, 2) if embed_seconds > 0 else 0.0,
-            "embedding_dim": int(self._embeddings.shape[1]),
-            "index_units": int(self._embeddings.shape[0]),
-            "unembedded_test_units": int(skip.sum()),
         }
+
+    def _embed_deferred(self) -> None:
+        """Embed the test units `embed_tests: auto` left out (once; a query needs them)."""
+        if self._pending is None:
+            return
+        rows, texts, digests = self._pending
+        got = self._embed_rows(rows, texts, digests, " (the deferred test units: a query needs them)")
+        self._embeddings = got["matrix"]
+        self._pending = None
+        self._unembedded = None
+        stats = self._stats
+        for key in ("embed_seconds", "cache_lookup_seconds"):
+            stats[key] = round(stats.get(key, 0.0) + got[key], 3)
+        for key in ("cache_units_hit", "cache_units_embedded", "cache_damaged_rows"):
+            stats[key] = stats.get(key, 0) + got[key]
+        stats["cache_hit"] = bool(stats.get("cache_hit", True) and got["cache_hit"])
+        seconds = stats["embed_seconds"]
+        stats["embed_units_per_second"] = (
+            round(stats["cache_units_embedded"] / seconds, 2) if seconds > 0 else 0.0
+        )
+        stats["deferred_test_units_embedded"] = True
+
+    def _needs_tests(self, query: str, hits: list[Hit], k: int) -> bool:
+        """Whether this query's top-k, computed without the deferred test units, could differ
+        with them. With test_prior: last and a query not asking for tests, a test unit scores
+        below half the lowest positive non-test cosine (`demote_rows`), so it can only enter a
+        top-k that has fewer than k hits or ends at a non-positive score."""
+        assert self._prior is not None
+        if not self._prior.applies(query, self.test_prior):
+            return True
+        return k > 0 and (len(hits) < k or not hits[-1].score > 0)
+
+    def search(self, query: str, k: int, constraints: Mapping[str, Any] | None = None) -> list[Hit]:
+        hits = super().search(query, k, constraints)
+        if self._pending is not None and self._needs_tests(query, hits, k):
+            self._embed_deferred()
+            hits = super().search(query, k, constraints)
+        return hits
+
+    def search_batch(
+        self,
+        queries: Sequence[str],
+        k: int,
+        constraints: Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> list[list[Hit]]:
+        out = super().search_batch(queries, k, constraints)
+        if self._pending is not None and any(
+            self._needs_tests(q, hits, k) for q, hits in zip(queries, out, strict=True)
+        ):
+            self._embed_deferred()
+            out = super().search_batch(queries, k, constraints)
+        return out
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query vector (1-D float32), embedded exactly as the corpus is (same normalisation)."""
