@@ -136,7 +136,7 @@ class ChromaRanker(SemanticRanker):
     def __init__(
         self,
         model: str | None = None,
-        batch_size: int = 64,
+        batch_size: int = 32,
         max_seq_length: int = 256,
         normalize: bool = True,
         template: str = "{title}\n{text}",

@@ -230,7 +230,7 @@ class SemanticRanker(BatchScoring, CorpusRanker):
     def __init__(
         self,
         model: str | None = None,
-        batch_size: int = 64,
+        batch_size: int = 32,
         max_seq_length: int = 256,
         normalize: bool = True,
         template: str = "{title}\n{signature}\n{docstring}\n{text}",
