@@ -20,6 +20,7 @@ from evalpipe.core import Unit
 from evalpipe.corpus import Corpus
 from evalpipe.evaluation.runner import prepare_ranker
 from evalpipe.rankers import base as base_mod
+from evalpipe.rankers.dense import embed_progress as progress_mod
 from evalpipe.rankers.dense import semantic as semantic_mod
 from evalpipe.rankers.dense.embed_store import UnitStore, text_digest
 from evalpipe.rankers.dense.semantic import SemanticRanker
@@ -179,15 +180,13 @@ def _capture_progress(monkeypatch) -> io.StringIO:
     from rich.console import Console
 
     out = io.StringIO()
-    monkeypatch.setattr(
-        semantic_mod, "_progress_console", lambda: Console(file=out, force_terminal=True, width=120)
-    )
+    monkeypatch.setattr(progress_mod, "console", lambda: Console(file=out, force_terminal=True, width=120))
     return out
 
 
 def test_progress_bar_with_rate_and_eta_for_a_large_corpus(model, monkeypatch):
     out = _capture_progress(monkeypatch)
-    n = semantic_mod.PROGRESS_MIN_UNITS + 64
+    n = progress_mod.MIN_UNITS + 64
     units = [Unit(f"u{i}", "doc", text=f"unit number {i} about topic {i % 7}") for i in range(n)]
     SemanticRanker(cache_dir=None, batch_size=32).prepare(Corpus(units, name="large"))
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
@@ -197,7 +196,7 @@ def test_progress_bar_with_rate_and_eta_for_a_large_corpus(model, monkeypatch):
 
 def test_a_large_corpus_says_up_front_what_comes_from_the_cache(model, monkeypatch, tmp_path):
     out = _capture_progress(monkeypatch)
-    n = semantic_mod.PROGRESS_MIN_UNITS + 64
+    n = progress_mod.MIN_UNITS + 64
     units = [Unit(f"u{i}", "doc", text=f"unit number {i} about topic {i % 7}") for i in range(n)]
     first = SemanticRanker(cache_dir=str(tmp_path), batch_size=64)
     first.prepare(Corpus(units, name="large"))

