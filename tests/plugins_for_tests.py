@@ -64,5 +64,9 @@ class HoldingRanker:
             with open(self.marker + ".tmp", "w", encoding="utf-8") as fh:
                 fh.write(str(os.getpid()))
             os.replace(self.marker + ".tmp", self.marker)
-            time.sleep(self.hold_s)
+            # in short sleeps, as a ranker computing would be: Ray's cancel of a running task raises
+            # KeyboardInterrupt between bytecodes only, so one long sleep would hold it to the end
+            deadline = time.monotonic() + self.hold_s
+            while (left := deadline - time.monotonic()) > 0:
+                time.sleep(min(0.1, left))
         return keyword_search(query, k, constraints)
