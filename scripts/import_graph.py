@@ -28,7 +28,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "src"
+ROOT = Path(__file__).resolve().parents[1] / "src"  # --src: another checkout's src/
 PKG = "evalpipe"
 
 # Lowest first. A part not named here is reported as "unplaced" (and never counted as upward).
@@ -189,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--edges", action="store_true", help="list part dependencies and upward imports")
     ap.add_argument("--largest", type=int, default=10, help="how many of the largest files to list")
+    ap.add_argument("--src", type=Path, help="another checkout's src/ (e.g. a worktree of 1efd3df)")
     args = ap.parse_args(argv)
-
+    if args.src is not None:
+        global ROOT
+        ROOT = args.src.resolve()
     modules = collect_modules()
     graph: dict[str, set[str]] = defaultdict(set)
     imports = lazy = 0
