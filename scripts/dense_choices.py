@@ -169,7 +169,7 @@ def cosines(suite: Suite, a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[f
     for fixture in suite.fixtures.values():
         mats = []
         for semantic in (a, b):
-            r = SemanticRanker(cache_dir=str(suite.cache_dir), **semantic)
+            r = SemanticRanker(cache_dir=str(suite.cache_dir), **{**semantic, "embed_tests": True})
             base_mod.clear_built_cache()
             r.prepare(fixture.corpus)
             mats.append(r._embeddings)
