@@ -23,7 +23,8 @@ def resolved_hints() -> dict[str, Any]:
     for block in guarded:
         exec(compile(ast.Module(body=block.body, type_ignores=[]), state.__file__, "exec"), namespace)
     hints = typing.get_type_hints(state.RunState, globalns=namespace)
-    hints["fixture"] = typing.get_type_hints(state.RunState.fixture.fget, globalns=namespace)["return"]
+    for prop in ("fixture", "tracker"):  # properties: their return types
+        hints[prop] = typing.get_type_hints(getattr(state.RunState, prop).fget, globalns=namespace)["return"]
     return hints
 
 
@@ -33,7 +34,9 @@ def test_no_field_is_typed_any() -> None:
     assert untyped == []
     from evalpipe.judge.asking import Judge
     from evalpipe.tracking.mlflow_store import Tracker
+    from evalpipe.tracking.run_store import RunStore
 
     assert hints["judge"] == Judge | None
+    assert hints["store"] == RunStore | None
     assert hints["tracker"] == Tracker | None
     assert hints["fixture"].__name__ == "Fixture"
