@@ -37,10 +37,10 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "gate": Subcommand(
         "evalpipe.gate.cli", "gate_main", "did a change make retrieval worse than a baseline? exit 0 / 1 / 2"
     ),
-    "abstain": Subcommand(
-        "evalpipe.abstain.cli", "main", "when should a RAG ranker answer nothing? chosen on dev, shown on test"
-    ),
     "baseline": Subcommand(
         "evalpipe.gate.cli", "baseline_main", "name, list or export the baselines the gate compares with"
+    ),
+    "abstain": Subcommand(
+        "evalpipe.abstain.cli", "main", "when should a RAG ranker answer nothing? chosen on dev, shown on test"
     ),
 }
