@@ -45,7 +45,15 @@ def case_table(results: list[CaseResult], scores: RunScores) -> dict[str, list[A
     if any(x is not None for x in scores.rag_per_case):
         # As numbers (1.0 / 0.0), not booleans, so compare and the hold-out check read them as
         # per-case figures (a None verdict stays empty).
-        for field in ("document_hit", "section_hit", "reciprocal_rank", "citation_validity"):
+        fields = ["document_hit", "section_hit", "reciprocal_rank", "citation_validity"]
+        # the graded and all-sections verdicts only where some case has them (a plain fixture's
+        # table keeps its columns)
+        fields += [
+            f
+            for f in ("document_ndcg", "all_sections_hit", "section_recall")
+            if any(x is not None and getattr(x, f) is not None for x in scores.rag_per_case)
+        ]
+        for field in fields:
             column = [None if x is None else getattr(x, field) for x in scores.rag_per_case]
             table[f"rag_{field}"] = [None if v is None else float(v) for v in column]
         # A label, not a figure (no rag_ prefix, so compare never reads it as one).
