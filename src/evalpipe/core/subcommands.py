@@ -41,6 +41,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "evalpipe.gate.cli", "baseline_main", "name, list or export the baselines the gate compares with"
     ),
     "abstain": Subcommand(
-        "evalpipe.abstain.cli", "main", "when should a RAG ranker return nothing? chosen on dev, shown on test"
+        "evalpipe.abstain.cli",
+        "main",
+        "when should a RAG ranker return nothing? chosen on dev, shown on test",
     ),
 }
