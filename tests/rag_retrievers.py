@@ -9,6 +9,7 @@ its document hits must be the ones `exact_top` finds here with numpy.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -166,3 +167,74 @@ def free_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}/search"
+
+
+# -- the same vectors in LangChain and LlamaIndex stores (factories named by import path in tests) --
+
+
+@functools.lru_cache(maxsize=2)
+def cached_fixture(size: int = 256, overlap: int = 0) -> Fixture:
+    return flask_fixture(size, overlap)
+
+
+def chunk_metadata(unit) -> dict:
+    return {"doc": unit.get("document_id"), "sec": unit.get("section"), "idx": unit.get("chunk_index")}
+
+
+def make_langchain_retriever(k: int = 4):
+    """LangChain's InMemoryVectorStore (exact cosine) over the flask chunks, as a VectorStoreRetriever."""
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    class HashEmbeddings(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [embed(t).tolist() for t in texts]
+
+        def embed_query(self, text: str) -> list[float]:
+            return embed(text).tolist()
+
+    store = InMemoryVectorStore(HashEmbeddings())
+    units = cached_fixture().corpus.units
+    store.add_documents(
+        [
+            Document(page_content=unit_text(u), metadata=chunk_metadata(u), id=f"lc-{i}")
+            for i, u in enumerate(units)
+        ]
+    )
+    return store.as_retriever(search_kwargs={"k": k})
+
+
+def make_llamaindex_retriever(k: int = 4):
+    """LlamaIndex's VectorStoreIndex (its SimpleVectorStore: exact cosine) over the flask chunks."""
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.embeddings import BaseEmbedding
+    from llama_index.core.schema import TextNode
+
+    class HashEmbedding(BaseEmbedding):
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return embed(query).tolist()
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return embed(text).tolist()
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_query_embedding(query)
+
+    units = cached_fixture().corpus.units
+    # the vectors computed once here (LlamaIndex would otherwise embed each node's metadata too)
+    nodes = [
+        TextNode(
+            text=unit_text(u),
+            id_=f"li-{i}",
+            metadata=chunk_metadata(u),
+            embedding=embed(unit_text(u)).tolist(),
+        )
+        for i, u in enumerate(units)
+    ]
+    index = VectorStoreIndex(nodes, embed_model=HashEmbedding(embed_batch_size=64))
+    return index.as_retriever(similarity_top_k=k)
+
+
+def not_a_retriever():
+    return {"what": "a dict"}

@@ -77,7 +77,7 @@ class RecordUnits:
                 return dig(record, path)
             except FieldMissing as exc:
                 if required:
-                    raise FieldMissing(f"{where}: {name} {path!r}: {exc}") from None
+                    raise FieldMissing(f"{where}: ranker.{name} {path!r}: {exc}") from None
                 return None
 
         document = read(self.document_field, "document_field", True)
