@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
 
@@ -238,3 +239,42 @@ def make_llamaindex_retriever(k: int = 4):
 
 def not_a_retriever():
     return {"what": "a dict"}
+
+
+# -- a FAISS store as an application writes one: the index file and a JSON Lines file of its records --
+
+
+def embed_texts(texts: list[str]) -> np.ndarray:
+    """The encoder function a FAISS ranker is given by import path (`rag_retrievers.embed_texts`)."""
+    return embed_all(list(texts))
+
+
+def write_faiss_store(
+    folder: Path, kind: str = "flat", m: int = 4, ef_construction: int = 8
+) -> tuple[Path, Path]:
+    """flask chunks' vectors in a FAISS index (`flat`: IndexFlatIP, exact; `hnsw`: IndexHNSWFlat with
+    inner product; `pq`: IndexPQ, compressed) and records.jsonl beside it (line n = vector n)."""
+    import faiss
+
+    units = cached_fixture().corpus.units
+    vectors = embed_all([unit_text(u) for u in units])
+    if kind == "flat":
+        index = faiss.IndexFlatIP(DIM)
+    elif kind == "hnsw":
+        index = faiss.IndexHNSWFlat(DIM, m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = ef_construction
+    else:
+        index = faiss.IndexPQ(DIM, 8, 4, faiss.METRIC_INNER_PRODUCT)
+        index.train(vectors)
+    index.add(vectors)
+    folder.mkdir(parents=True, exist_ok=True)
+    faiss.write_index(index, str(folder / "chunks.faiss"))
+    with open(folder / "records.jsonl", "w", encoding="utf-8") as out:
+        for i, u in enumerate(units):
+            out.write(json.dumps({"rid": f"fx-{i}", **chunk_metadata(u)}) + "\n")
+    return folder / "chunks.faiss", folder / "records.jsonl"
+
+
+def embed_small(texts: list[str]) -> np.ndarray:
+    """An encoder of another dimension (8) than the stores' (256)."""
+    return embed_all(list(texts))[:, :8]

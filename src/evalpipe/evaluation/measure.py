@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from evalpipe.evaluation.batching import run_search
 from evalpipe.evaluation.runner import PreparedRanker, peak_memory_mb
 from evalpipe.inputs.fixture import Fixture
+from evalpipe.scoring.misses import split_misses
 from evalpipe.scoring.outcome import unknown_ids
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import RunScores, score_results
@@ -31,6 +32,16 @@ def score(checked: Checked, fixture: Fixture, results: list[CaseResult], ranker:
     if any(r.labels for r in results):
         units = {**{u.id: u for u in fixture.corpus}, **getattr(ranker, "foreign_units", {})}
     return score_results(results, list(checked.ks), list(checked.metrics), tiers=fixture.tiers, units=units)
+
+
+def miss_split(fixture: Fixture, results: list[CaseResult], ranker: Any) -> dict[str, float]:
+    """For a vector-store ranker that also searched exactly (`exact_answers`), each document miss
+    lost by the index or by the embedding (`scoring.misses`); nothing for any other ranker."""
+    exact = getattr(ranker, "exact_answers", None)
+    if not exact or not any(r.labels for r in results):
+        return {}
+    units = {**{u.id: u for u in fixture.corpus}, **getattr(ranker, "foreign_units", {})}
+    return split_misses(results, exact, units)
 
 
 def measure(
@@ -77,6 +88,7 @@ def measure(
         figures["eval_seconds"] = time.perf_counter() - start
         figures["search_batched"] = float(plan.batched)
         scores = score(checked, fixture, results, prepared.ranker)
+        figures.update(miss_split(fixture, results, prepared.ranker))
         figures["unknown_ids"] = float(unknown_ids(results, fixture.corpus).count)
     figures["peak_memory_mb"] = peak_memory_mb()
     for key, value in run_stats(prepared).items():
