@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         writer.writeheader()
         writer.writerows(points)
     lines = [
-        f"fixture=flask, chunker=tokens {args.size}/{args.overlap}: {len(vectors)} chunks, {len(queries)} cases; "
+        f"fixture=flask, chunker=tokens {args.size}/{args.overlap}: {len(vectors)} chunks, "
+        f"{len(queries)} cases; "
         f"k={args.k}; exact search: document hit {exact_hits / len(queries):.3f}",
         "",
         "| M | efSearch | recall vs exact | document hit@k | misses | lost by index | lost by embedding "
