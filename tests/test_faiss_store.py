@@ -203,3 +203,34 @@ def test_not_an_index_through_the_cli_is_one_line_exit_2(tmp_path):
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "is not a FAISS index" in lines[0] and str(bad) in lines[0]
     assert not (tmp_path / "mlruns").exists()
+
+
+def test_query_encoder_from_the_semantic_model_matches_in_process_dense_search(tmp_path, flask):
+    """encoder: null -> the semantic ranker's packaged MiniLM embeds the queries; an index of the same
+    model's vectors then gives the in-process dense ranker's exact hits and cosines."""
+    pytest.importorskip("sentence_transformers")
+    import json
+
+    from evalpipe.corpus import Corpus
+    from evalpipe.rankers.dense.semantic import SemanticRanker
+
+    corpus = Corpus(list(flask.corpus.units[:12]))
+    dense = SemanticRanker(template="{title}\n{text}", cache_dir=None, test_prior="off")
+    dense.prepare(corpus)
+    index = faiss.IndexFlatIP(int(dense._embeddings.shape[1]))
+    index.add(np.ascontiguousarray(dense._embeddings, dtype=np.float32))
+    faiss.write_index(index, str(tmp_path / "minilm.faiss"))
+    rows = [{"id": u.id, "document_id": u.get("document_id")} for u in corpus.units]
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ranker = FaissRanker(str(tmp_path / "minilm.faiss"), str(tmp_path / "records.jsonl"))
+    ranker.prepare(corpus)
+    for query in ("what is the application context for?", "register a blueprint"):
+        want, got = dense.search(query, 3), ranker.search(query, 3)
+        assert [h.id for h in got] == [h.id for h in want]
+        assert np.allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
+    small = faiss.IndexFlatIP(8)
+    small.add(np.eye(8, dtype=np.float32)[:4])
+    faiss.write_index(small, str(tmp_path / "small.faiss"))
+    (tmp_path / "small.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:4]))
+    with pytest.raises(FaissStoreError, match="holds 8-dimensional vectors but the query encoder makes 384"):
+        FaissRanker(str(tmp_path / "small.faiss"), str(tmp_path / "small.jsonl"))
