@@ -9,8 +9,9 @@ measured on the same query vectors:
   index returned (what `index/recall_vs_exact` logs);
 - document hit@k and the document misses split into lost by the index / by the embedding
   (`evalpipe.scoring.misses`, the same rule the run uses);
-- the search time per query: one batched `index.search` over all queries, best of `--repeat`,
-  divided by the number of queries (the query embedding is the same for every point and left out).
+- the search time per query: one batched `index.search` over all queries on `--threads` OpenMP
+  threads (1 by default), best of `--repeat`, divided by the number of queries (the query
+  embedding is the same for every point and left out).
 
 Writes points.csv, points.md and recall_latency.png (the Pareto front marked) to --out, and with
 --tracking-uri logs them to MLflow as one run (metrics per point as steps, the plot as an artifact).
@@ -60,12 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--m", type=int, nargs="+", default=[4, 8, 16])
     parser.add_argument("--ef", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     parser.add_argument("--ef-construction", type=int, default=40)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument(
+        "--threads", type=int, default=1, help="FAISS OpenMP threads (1: no thread wake-ups in the timing)"
+    )
     parser.add_argument("--out", type=Path, default=Path("out/faiss_sweep"))
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)
     import faiss
 
+    faiss.omp_set_num_threads(args.threads)
     fixture = load_fixture(
         ROOT / "fixtures" / "flask.yaml",
         name="flask",
