@@ -252,14 +252,18 @@ def embed_texts(texts: list[str]) -> np.ndarray:
 def write_faiss_store(
     folder: Path, kind: str = "flat", m: int = 4, ef_construction: int = 8
 ) -> tuple[Path, Path]:
-    """flask chunks' vectors in a FAISS index (`flat`: IndexFlatIP, exact; `hnsw`: IndexHNSWFlat with
-    inner product; `pq`: IndexPQ, compressed) and records.jsonl beside it (line n = vector n)."""
+    """flask chunks' vectors in a FAISS index (`flat`: IndexFlatIP, exact; `ivf`: IndexIVFFlat, 8
+    lists; `hnsw`: IndexHNSWFlat with inner product; `pq`: IndexPQ, compressed) and records.jsonl
+    beside it (line n = vector n)."""
     import faiss
 
     units = cached_fixture().corpus.units
     vectors = embed_all([unit_text(u) for u in units])
     if kind == "flat":
         index = faiss.IndexFlatIP(DIM)
+    elif kind == "ivf":
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(DIM), DIM, 8, faiss.METRIC_INNER_PRODUCT)
+        index.train(vectors)
     elif kind == "hnsw":
         index = faiss.IndexHNSWFlat(DIM, m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = ef_construction

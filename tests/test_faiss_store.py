@@ -234,3 +234,24 @@ def test_query_encoder_from_the_semantic_model_matches_in_process_dense_search(t
     (tmp_path / "small.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:4]))
     with pytest.raises(FaissStoreError, match="holds 8-dimensional vectors but the query encoder makes 384"):
         FaissRanker(str(tmp_path / "small.faiss"), str(tmp_path / "small.jsonl"))
+
+
+def test_ivf_index_probing_every_list_is_exact_and_fewer_lists_lose_answers(tmp_path, flask, matrix):
+    """IVF-Flat with 8 lists: nprobe=8 scans every list, so its hits are the exact search's (recall
+    1.0, nothing lost by the index); nprobe=1 scans one list and loses some to the index. The
+    vectors for the exact search come back through the index's direct map, built in memory only."""
+    index_path, records = write_faiss_store(tmp_path, "ivf")
+    before = file_sha256(index_path)
+    queries = [c.query for c in flask.cases]
+    full = FaissRanker(str(index_path), str(records), encoder=ENCODER, nprobe=8, **FIELDS)
+    hits = full.search_batch(queries, 5)
+    assert [[h.id for h in hs] for hs in hits] == [
+        [f"fx-{r}" for r in exact_top(matrix, embed(q), 5)] for q in queries
+    ]
+    assert full.stats()["recall_vs_exact"] == 1.0 and full.stats()["nprobe"] == 8
+    one = FaissRanker(str(index_path), str(records), encoder=ENCODER, nprobe=1, **FIELDS)
+    narrow = one.search_batch(queries, 5)
+    split = split_misses(results_of(flask, narrow), one.exact_answers, one.foreign_units)
+    assert one.stats()["recall_vs_exact"] < 1.0 and split["rag_misses_lost_by_index"] > 0
+    assert split["rag_misses"] == split["rag_misses_lost_by_index"] + split["rag_misses_lost_by_embedding"]
+    assert file_sha256(index_path) == before
