@@ -205,6 +205,7 @@ def test_a_run_through_the_cli_scores_the_services_records(tmp_path, flask, serv
     assert metrics["rag/document_hit_rate"] == pytest.approx(sum(hits) / len(hits))
     assert metrics["rag/retrieval_error_rate"] == pytest.approx(1 / len(flask.cases))
     assert metrics["rag/cases"] == len(flask.cases)
+    assert metrics["count/unknown_ids"] == 0  # the service's own records are known, not unknown IDs
 
 
 def test_server_down_through_the_cli_is_one_line_exit_2(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from evalpipe.evaluation.batching import run_search
@@ -89,7 +90,13 @@ def measure(
         figures["search_batched"] = float(plan.batched)
         scores = score(checked, fixture, results, prepared.ranker)
         figures.update(miss_split(fixture, results, prepared.ranker))
-        figures["unknown_ids"] = float(unknown_ids(results, fixture.corpus).count)
+        # a store's own records (`foreign_units`: an existing collection's, a service's) are not unknown
+        foreign = getattr(prepared.ranker, "foreign_units", None) or {}
+        known = [
+            r if not foreign else replace(r, hits=tuple(h for h in r.hits if h.id not in foreign))
+            for r in results
+        ]
+        figures["unknown_ids"] = float(unknown_ids(known, fixture.corpus).count)
     figures["peak_memory_mb"] = peak_memory_mb()
     for key, value in run_stats(prepared).items():
         if isinstance(value, bool | int | float):
