@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from evalpipe.evaluation.batching import run_search
 from evalpipe.evaluation.runner import PreparedRanker, peak_memory_mb
 from evalpipe.inputs.fixture import Fixture
+from evalpipe.scoring.misses import split_misses
 from evalpipe.scoring.outcome import unknown_ids
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import RunScores, score_results
@@ -31,6 +33,16 @@ def score(checked: Checked, fixture: Fixture, results: list[CaseResult], ranker:
     if any(r.labels for r in results):
         units = {**{u.id: u for u in fixture.corpus}, **getattr(ranker, "foreign_units", {})}
     return score_results(results, list(checked.ks), list(checked.metrics), tiers=fixture.tiers, units=units)
+
+
+def miss_split(fixture: Fixture, results: list[CaseResult], ranker: Any) -> dict[str, float]:
+    """For a vector-store ranker that also searched exactly (`exact_answers`), each document miss
+    lost by the index or by the embedding (`scoring.misses`); nothing for any other ranker."""
+    exact = getattr(ranker, "exact_answers", None)
+    if not exact or not any(r.labels for r in results):
+        return {}
+    units = {**{u.id: u for u in fixture.corpus}, **getattr(ranker, "foreign_units", {})}
+    return split_misses(results, exact, units)
 
 
 def measure(
@@ -77,7 +89,14 @@ def measure(
         figures["eval_seconds"] = time.perf_counter() - start
         figures["search_batched"] = float(plan.batched)
         scores = score(checked, fixture, results, prepared.ranker)
-        figures["unknown_ids"] = float(unknown_ids(results, fixture.corpus).count)
+        figures.update(miss_split(fixture, results, prepared.ranker))
+        # a store's own records (`foreign_units`: an existing collection's, a service's) are not unknown
+        foreign = getattr(prepared.ranker, "foreign_units", None) or {}
+        known = [
+            r if not foreign else replace(r, hits=tuple(h for h in r.hits if h.id not in foreign))
+            for r in results
+        ]
+        figures["unknown_ids"] = float(unknown_ids(known, fixture.corpus).count)
     figures["peak_memory_mb"] = peak_memory_mb()
     for key, value in run_stats(prepared).items():
         if isinstance(value, bool | int | float):
