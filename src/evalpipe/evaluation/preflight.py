@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from evalpipe.evaluation.batching import parse_settings
+from evalpipe.evaluation.chunker_group import apply_chunker_group
 from evalpipe.evaluation.runner import run_case
 from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.safety.errors import EvalpipeError
@@ -306,6 +307,7 @@ def check(
     # lazy: evalpipe.inputs, ~3 ms
     from evalpipe.inputs import fixture_memo, split
 
+    apply_chunker_group(resolved)  # chunker=... reaches any documents fixture, or is refused
     settings = split.settings_from(resolved["fixture"])  # a bad split setting stops before any loading
     loader = split.without_split_keys(resolved["fixture"])
     fixture = fixture_memo.load_once(loader, lambda: build(OmegaConf.create(loader), "fixture"))
@@ -370,6 +372,7 @@ def check_sweep(cfg: DictConfig, swept: Sequence[str] = ()) -> None:
     from evalpipe.inputs import fixture_memo, split
 
     try:
+        apply_chunker_group(resolved)
         loader = split.without_split_keys(resolved["fixture"])
         fixture = fixture_memo.load_once(loader, lambda: build(OmegaConf.create(loader), "fixture"))
     except EvalpipeError:
