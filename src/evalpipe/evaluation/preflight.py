@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalpipe.evaluation.batching import parse_settings
 from evalpipe.evaluation.chunker_group import apply_chunker_group
 from evalpipe.evaluation.runner import run_case
+from evalpipe.evaluation.store_coverage import check_store_coverage
 from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.safety.errors import EvalpipeError
 
@@ -327,7 +328,8 @@ def check(
         produced_metric_names(fixture, ks, families, judged),
         explicit or is_multirun(),
     )
-    warnings = [*fixture.notes, *split_warnings, *check_ranker_inputs(ranker, fixture)]
+    coverage = check_store_coverage(ranker, fixture.cases)  # a store's records vs the labels
+    warnings = [*fixture.notes, *split_warnings, *check_ranker_inputs(ranker, fixture), *coverage]
     return Checked(
         resolved=resolved,
         ks=ks,

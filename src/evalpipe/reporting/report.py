@@ -14,6 +14,8 @@ from evalpipe.inputs.fixture import STOCK_TIERS
 from evalpipe.scoring.run import RunScores
 
 DASH = "—"
+#: A measure that does not apply to a run (shown instead of a misleading 0).
+NA = "n/a"
 
 
 @dataclass(frozen=True)
@@ -159,8 +161,10 @@ def rag_table(rows: Sequence[ReportRow]) -> tuple[list[str], list[list[str]]] | 
         if r.scores is None or not r.scores.rag:
             body.append([r.name] + [DASH] * len(RAG_COLUMNS))
             continue
+        # a rate left out of a scored run does not apply (no case names a section, no store section
+        # field, no citation required): n/a, never a 0
         body.append(
-            [r.name] + [pct(r.scores.rag[key]) if key in r.scores.rag else DASH for key, _ in RAG_COLUMNS]
+            [r.name] + [pct(r.scores.rag[key]) if key in r.scores.rag else NA for key, _ in RAG_COLUMNS]
         )
     return header, body
 
