@@ -23,7 +23,6 @@ from evalpipe.evaluation.store_coverage import StoreCoverageError, check_store_c
 from evalpipe.inputs.fixture import load_fixture
 from evalpipe.rankers.base import clear_built_cache
 from evalpipe.scoring import rag
-from evalpipe.scoring.results import CaseResult
 
 chromadb = pytest.importorskip("chromadb")
 pytest.importorskip("sentence_transformers")
