@@ -164,3 +164,60 @@ def test_odd_document_files_say_what_they_are(tmp_path, kind):
     write_fixture(tmp_path)
     got = checked(tmp_path, f"fixture.path={fx}")
     assert [n for n in got.warnings if "odd.md left out" in n and want.split(" ", 1)[1] in n]
+
+
+# -- category 2: a cache entry is verified before it is trusted -------------------------------------------
+
+
+def test_a_truncated_chunk_cache_entry_is_rebuilt_not_measured(tmp_path, caplog):
+    from evalpipe.corpus.chunk_cache import chunked_corpus
+    from evalpipe.corpus.chunkers import TokenChunker
+
+    write_fixture(tmp_path)
+    docs = read_documents(tmp_path / "docs")
+    chunker = TokenChunker(size=16, overlap=0)
+    want = sum(window_count(text, 16, 0) for text in PAGES.values())
+    first = chunked_corpus(docs, chunker, tmp_path / "c", "x")
+    assert len(first) == want
+    (entry,) = (tmp_path / "c").glob("*.jsonl")
+    lines = entry.read_bytes().splitlines(keepends=True)
+    entry.write_bytes(b"".join(lines[:3]))  # cut short on a line boundary: still valid JSONL
+    again = chunked_corpus(docs, chunker, tmp_path / "c", "x")
+    assert len(again) == want and again.sha256 == first.sha256
+    assert "holds 3 chunks" in caplog.text and f"written with {want}" in caplog.text
+    assert len(entry.read_bytes().splitlines()) == want  # and the entry was rewritten whole
+    # an entry without its record (e.g. from an older evalpipe) is not trusted either
+    entry.with_suffix(".json").unlink()
+    entry.write_bytes(b"".join(lines[:3]))
+    assert len(chunked_corpus(docs, chunker, tmp_path / "c", "x")) == want
+    # a record and its entry intact: read from the cache (the same units, no rebuild)
+    caplog.clear()
+    assert [u.id for u in chunked_corpus(docs, chunker, tmp_path / "c", "x")] == [u.id for u in first]
+    assert "rebuilding" not in caplog.text
+
+
+def test_a_measure_that_does_not_apply_is_shown_n_a_not_zero():
+    from evalpipe.core import Hit
+    from evalpipe.reporting.report import ReportRow, rag_table
+    from evalpipe.scoring.results import CaseResult
+    from evalpipe.scoring.run import score_results
+
+    results = [
+        CaseResult(
+            case_id="q1",
+            tier="concept",
+            query="q",
+            qrels={"a#x": 1},
+            hits=(Hit("a#y", 0.5),),
+            latency_us=1,
+            tokens=1,
+            labels={"expected_documents": ["a"], "expected_sections": ["x"]},
+        )
+    ]
+    units = {"a#y": {"id": "a#y", "document_id": "a"}}  # a store record with no section field
+    applies = score_results(results, [1], ["recall"], units=units)
+    assert applies.rag["rag_section_hit_rate"] == 0.0  # sections named and known: a real miss
+    na = score_results(results, [1], ["recall"], units=units, sections=False)
+    assert "rag_section_hit_rate" not in na.rag and na.rag["rag_document_hit_rate"] == 1.0
+    header, body = rag_table([ReportRow(name="store", scores=na)])
+    assert body[0][header.index("section hit")] == "n/a"

@@ -322,3 +322,68 @@ def _read_only_case(tmp_path, model, private_tmp):
     finally:
         for p in paths:
             p.chmod(stat.S_IRWXU if p.is_dir() else 0o644)
+
+
+def cli(tmp: Path, *args: str):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    for key in ("MLFLOW_TRACKING_URI", "HYDRA_FULL_ERROR"):
+        env.pop(key, None)
+    base = [
+        f"hydra.run.dir={tmp / 'out'}",
+        f"tracking.uri=sqlite:///{tmp / 'mlruns' / 'mlflow.db'}",
+        "plots=false",
+        "progress=false",
+        "fixture.path=fx.yaml",
+        "ranker=chroma",
+        "ks=[1,2]",
+        f"ranker.collection_path={tmp / 'store'}",
+        "ranker.collection=kbase",
+        "ranker.document_field=source",
+        "ranker.chunk_field=chunk_id",
+        "ranker.cache_dir=null",
+    ]
+    return subprocess.run(
+        [sys.executable, "-m", "evalpipe", *base, *args],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+
+
+def test_through_the_cli_refused_in_one_line_then_measured_with_the_fix(tmp_path, model):
+    write_fixture(tmp_path)
+    vectors = model.encode([r["text"] for r in records()], normalize_embeddings=True)
+    user_script(tmp_path / "store", vectors)
+    proc = cli(tmp_path, "ranker.section_field=heading")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert "set ranker.strip_prefix=docs/" in lines[0] and not (tmp_path / "mlruns").exists()
+
+    proc = cli(
+        tmp_path, "ranker.strip_prefix=docs/", "ranker.section_field=heading", "ranker.section_format=heading"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    want_doc, want_sec, _ = expected_by_numpy(model, vectors)
+    m = run.data.metrics
+    assert m["rag/document_hit_rate"] == pytest.approx(want_doc)
+    assert m["rag/section_hit_rate"] == pytest.approx(want_sec)
+    assert m["index/label_documents_matched"] == m["index/label_documents"] == 3
+    assert m["index/label_sections_matched"] == m["index/label_sections"] == 5
+    assert run.data.tags["index.score_scale"] == "cosine similarity" and run.data.tags["index.space"] == "l2"
+    assert run.data.params["ranker.strip_prefix"] == "docs/"
+    assert "3 of 3 (100%) expected documents" in proc.stderr + proc.stdout
+    # the experiment is the fixture file's own name
+    assert client.get_experiment(run.info.experiment_id).name.endswith("fx")
