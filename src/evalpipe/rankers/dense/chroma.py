@@ -27,6 +27,7 @@ encoder before any model loads.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -181,10 +182,8 @@ def check_database_file(database: Path) -> None:
 
 def _writable(path: Path) -> None:
     for p in [path, *path.rglob("*")]:
-        try:
+        with contextlib.suppress(OSError):  # best effort: removal ignores what is left
             os.chmod(p, 0o700 if p.is_dir() else 0o600)
-        except OSError:
-            pass
 
 
 def remove_tree(path: Path) -> None:
