@@ -44,6 +44,9 @@ def _verified(path: Path, name: str) -> Corpus | None:
     """The cached corpus at `path` if its record (`<key>.json`) vouches for it, else None (and why,
     logged): the chunk count and the sha256 of the bytes must both match."""
     record_path = path.with_suffix(".json")
+    if not record_path.is_file():  # absent, or a folder / FIFO in its place (never opened)
+        log.warning("chunk cache: %s has no record %s; rebuilding it", path, record_path.name)
+        return None
     try:
         record = json.loads(record_path.read_text(encoding="utf-8"))
         want_units, want_sha = int(record["units"]), str(record["sha256"])
