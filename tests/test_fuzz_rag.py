@@ -28,7 +28,8 @@ from evalpipe.corpus.documents import read_documents
 from test_fuzz_readers import FUZZ_EXAMPLES, ODD, SETTINGS, holds, mutations, place
 
 DOCS = {
-    "guide.md": "# Guide\n\nIntro text.\n\n## Install\n\nRun `pip install x`.\n\n```\n## not a heading\n```\n",
+    "guide.md": "# Guide\n\nIntro text.\n\n## Install\n\nRun `pip install x`.\n\n"
+    "```\n## not a heading\n```\n",
     "ref/api.rst": "API\n===\n\nThe calls.\n\nclient::\n\n    ----\n    code\n\nErrors\n------\n\nRaised.\n",
     "notes.txt": "Plain notes, one section.\n",
 }
@@ -118,7 +119,9 @@ def valid_store(tmp_path_factory):
     from chromadb.config import Settings
 
     root = tmp_path_factory.mktemp("store")
-    client = chromadb.PersistentClient(path=str(root / "store"), settings=Settings(anonymized_telemetry=False))
+    client = chromadb.PersistentClient(
+        path=str(root / "store"), settings=Settings(anonymized_telemetry=False)
+    )
     collection = client.create_collection("kbase", embedding_function=None)
     vectors = np.random.default_rng(1).normal(size=(30, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -158,7 +161,9 @@ def test_a_mutated_chroma_store_is_opened_right_or_refused_in_one_line(valid_sto
                 store_dir=str(tmp / "unused"),
                 cache_dir=None,
             )
-            assert {u.get("document_id") for u in ranker.foreign_units.values()} <= {f"d{i}.md" for i in range(5)}
+            assert {u.get("document_id") for u in ranker.foreign_units.values()} <= {
+                f"d{i}.md" for i in range(5)
+            }
 
         holds(open_store, tmp / "store")
     finally:
@@ -179,8 +184,12 @@ def test_the_store_fuzz_can_fail(valid_store, tmp_path):
     chroma.open_client = broken
     try:
         ranker = chroma.ChromaRanker(
-            collection_path=str(tmp_path / "store"), collection="kbase", document_field="source",
-            chunk_field="chunk_id", store_dir=str(tmp_path / "u"), cache_dir=None,
+            collection_path=str(tmp_path / "store"),
+            collection="kbase",
+            document_field="source",
+            chunk_field="chunk_id",
+            store_dir=str(tmp_path / "u"),
+            cache_dir=None,
         )
     except chroma.ChromaError as exc:  # translated, naming the store: what the property asks
         assert str(tmp_path / "store") in str(exc) and "file is not a database" in str(exc)

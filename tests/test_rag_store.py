@@ -293,14 +293,33 @@ def test_lfs_pointer_and_damaged_database_name_the_path(tmp_path, private_tmp):
     assert list(private_tmp.iterdir()) == []
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and deletes read-only files anyway")
-def test_read_only_store_just_works_and_leaves_no_copy(tmp_path, model, private_tmp):
-    _read_only_case(tmp_path, model, private_tmp)
-
-
 def test_read_only_modes_store_works_and_copy_removed(tmp_path, model, private_tmp):
-    """Also as root: the file modes (read-only files and folders) are what a copy would inherit."""
+    """Read-only files and folders (what a copy would inherit): evaluated, and the copy removed."""
     _read_only_case(tmp_path, model, private_tmp)
+
+
+def test_mapping_settings_without_an_existing_collection_are_refused(tmp_path):
+    from evalpipe.rankers.dense.chroma import ChromaError, ChromaRanker
+
+    for key, value in (("section_field", "heading"), ("strip_prefix", "docs/"), ("document_field", "src")):
+        with pytest.raises(ChromaError, match=rf"ranker\.{key} maps the metadata of an existing collection"):
+            ChromaRanker(store_dir=str(tmp_path), **{key: value})
+
+
+def test_a_corrupt_model_directory_is_named(tmp_path):
+    from evalpipe.rankers.base import RankerUnavailable
+    from evalpipe.rankers.dense.semantic import SemanticRanker
+
+    model_dir = tmp_path / "my-model"
+    model_dir.mkdir()
+    (model_dir / "modules.json").write_text("{ not json")
+    (model_dir / "config.json").write_text("{}")
+    r = SemanticRanker(model=str(model_dir), cache_dir=None)
+    with pytest.raises(RankerUnavailable) as exc:
+        r._load_encoder(str(model_dir))
+    msg = str(exc.value)
+    assert f"the model directory {model_dir} cannot be loaded" in msg and "\n" not in msg
+    assert "not in the offline Hugging Face cache" not in msg  # it is there, and broken
 
 
 def _read_only_case(tmp_path, model, private_tmp):

@@ -286,8 +286,15 @@ class ChromaRanker(SemanticRanker):
             raise ChromaError(
                 f"ranker.strip_prefix must be a path prefix such as 'docs/', got {strip_prefix!r}"
             )
-        if collection_path is None and (strip_prefix is not None or section_format != "anchor"):
-            given = "strip_prefix" if strip_prefix is not None else "section_format"
+        mapping = {
+            "strip_prefix": strip_prefix is not None,
+            "section_format": section_format != "anchor",
+            "document_field": document_field != "document_id",
+            "chunk_field": chunk_field != "chunk_index",
+            "section_field": section_field is not None,
+        }
+        if collection_path is None and any(mapping.values()):
+            given = next(k for k, v in mapping.items() if v)
             raise ChromaError(
                 f"ranker.{given} maps the metadata of an existing collection; it does not apply to the "
                 "collection evalpipe builds (collection_path is null): remove it"
