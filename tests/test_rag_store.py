@@ -377,6 +377,7 @@ def cli(tmp: Path, *args: str):
     )
 
 
+@pytest.mark.slow
 def test_through_the_cli_refused_in_one_line_then_measured_with_the_fix(tmp_path, model):
     write_fixture(tmp_path)
     vectors = model.encode([r["text"] for r in records()], normalize_embeddings=True)
