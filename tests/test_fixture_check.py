@@ -655,7 +655,8 @@ def test_declared_tier_kinds_win_and_relational_tiers_need_relations(tmp_path):
         ("[concept]", "'tier_kinds' must be a mapping {tier: kind}"),
         (
             "{concept: fuzzy}",
-            "tier_kinds: tier 'concept' has kind 'fuzzy'; use one of ['lookup', 'paraphrase', 'relational']",
+            "tier_kinds: tier 'concept' has kind 'fuzzy'; use one of "
+            "['lookup', 'paraphrase', 'relational', 'multi_section']",
         ),
     ],
 )

@@ -40,4 +40,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "baseline": Subcommand(
         "evalpipe.gate.cli", "baseline_main", "name, list or export the baselines the gate compares with"
     ),
+    "abstain": Subcommand(
+        "evalpipe.abstain.cli",
+        "main",
+        "when should a RAG ranker return nothing? chosen on dev, shown on test",
+    ),
 }

@@ -7,6 +7,7 @@ Built before anything is uploaded, so the output directory alone holds the whole
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,9 @@ def case_table(results: list[CaseResult], scores: RunScores) -> dict[str, list[A
         "query": [r.query for r in results],
         "expected": [json.dumps(dict(r.qrels)) for r in results],
         "top": [json.dumps(r.ranked_ids) for r in results],
+        # The hits' own scores, in the ranker's scale (run.trec writes rank-derived scores where
+        # scores tie): what `evalpipe abstain` reads its signal from.
+        "scores": [json.dumps([_score(h.score) for h in r.hits]) for r in results],
         "first_rank": [int(x) for x in scores.first_rank],
         "latency_us": [r.latency_us for r in results],
         "tokens": [r.tokens for r in results],
@@ -41,10 +45,29 @@ def case_table(results: list[CaseResult], scores: RunScores) -> dict[str, list[A
     if any(x is not None for x in scores.rag_per_case):
         # As numbers (1.0 / 0.0), not booleans, so compare and the hold-out check read them as
         # per-case figures (a None verdict stays empty).
-        for field in ("document_hit", "section_hit", "reciprocal_rank", "citation_validity"):
+        fields = ["document_hit", "section_hit", "reciprocal_rank", "citation_validity"]
+        # the graded and all-sections verdicts only where some case has them (a plain fixture's
+        # table keeps its columns)
+        fields += [
+            f
+            for f in ("document_ndcg", "all_sections_hit", "section_recall")
+            if any(x is not None and getattr(x, f) is not None for x in scores.rag_per_case)
+        ]
+        for field in fields:
             column = [None if x is None else getattr(x, field) for x in scores.rag_per_case]
             table[f"rag_{field}"] = [None if v is None else float(v) for v in column]
+        # A label, not a figure (no rag_ prefix, so compare never reads it as one).
+        table["answerability"] = [str(r.labels.get("answerability", "answerable")) for r in results]
     return table
+
+
+def _score(value: Any) -> float | None:
+    """A hit's score as JSON can hold it (None for a missing or non-finite score)."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
 
 
 def trec_run_text(results: list[CaseResult], tag: str) -> str:

@@ -201,6 +201,8 @@ def finish_case(
             "expected_sections": list(case.expected_sections),
             "citation_required": case.citation_required,
             "answerability": case.answerability,
+            "document_grades": dict(case.document_grades),
+            "section_match": case.section_match,
         }
         if case.has_rag_labels
         else {},

@@ -16,7 +16,7 @@ from statistics import fmean
 from evalpipe.fixture_check.ambiguity import AmbiguityFinder, Candidate
 from evalpipe.fixture_check.leakage import Leak, known_names, name_leak, name_match, query_identifiers
 from evalpipe.fixture_check.thresholds import ThresholdTable, TierThresholds, thresholds_for
-from evalpipe.fixture_check.tier_kind import tier_kinds
+from evalpipe.fixture_check.tier_kind import all_sections_share, tier_kinds
 from evalpipe.fixture_check.words import Words, content_words, copied_share, longest_shared_run
 from evalpipe.inputs.fixture import Case, Fixture
 
@@ -100,7 +100,7 @@ class TierSummary:
     flagged: int
     candidates: int  # cases with at least one ambiguity candidate (when ambiguity was run)
     tier_flags: tuple[str, ...] = ()
-    kind: str = "paraphrase"  # lookup / paraphrase / relational (tier_kind.py)
+    kind: str = "paraphrase"  # lookup / paraphrase / relational / multi_section (tier_kind.py)
 
     @property
     def flagged_share(self) -> float:
@@ -201,7 +201,11 @@ def case_flags(check: CaseCheck, limits: TierThresholds) -> tuple[str, ...]:
 
 
 def summarise_tier(
-    tier: str, checks: Sequence[CaseCheck], limits: TierThresholds, kind: str | None = None
+    tier: str,
+    checks: Sequence[CaseCheck],
+    limits: TierThresholds,
+    kind: str | None = None,
+    all_sections: float | None = None,
 ) -> TierSummary:
     """Tier means and shares. Wording, name and size figures are over the cases that have
     expected units (an unanswerable case has no target to copy from, so it would only dilute them)."""
@@ -224,6 +228,16 @@ def summarise_tier(
                 f"only {needs:.0%} of {tier} cases need a relation (< {limits.min_needs_relation:.0%}); "
                 "the rest are answerable by name match"
             )
+    if (
+        kind == "multi_section"
+        and limits.min_all_sections is not None
+        and (all_sections or 0.0) < limits.min_all_sections
+    ):
+        tier_flags.append(
+            f"only {(all_sections or 0.0):.0%} of {tier} cases need every one of their sections "
+            f"(< {limits.min_all_sections:.0%}); give the others section_match: all and two or more "
+            "expected_sections, or move them to a one-section tier"
+        )
     return TierSummary(
         tier=tier,
         cases=len(checks),
@@ -265,7 +279,14 @@ def check_fixture(
         check = replace(check, flags=case_flags(check, limits[case.tier]))
         checks.append(check)
     tiers = tuple(
-        summarise_tier(t, [c for c in checks if c.tier == t], limits[t], kind_of[t]) for t in fixture.tiers
+        summarise_tier(
+            t,
+            [c for c in checks if c.tier == t],
+            limits[t],
+            kind_of[t],
+            all_sections_share([c for c in fixture.cases if c.tier == t]),
+        )
+        for t in fixture.tiers
     )
     return FixtureCheck(
         name=fixture.name,

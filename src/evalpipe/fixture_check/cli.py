@@ -28,9 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Measure how hard and how honest each case of a fixture is: query/target word overlap, "
             "shared phrases, name leakage, multi_hop name matching, expected-set size and ambiguity "
-            "candidates, flagged with the thresholds of each tier's kind (lookup, paraphrase, relational: "
-            "measured or declared with tier_kinds, never the name alone) and a BM25 pinned in the checker "
-            "(docs/fixtures.md)."
+            "candidates, flagged with the thresholds of each tier's kind (lookup, paraphrase, relational, "
+            "multi_section: measured or declared with tier_kinds, never the name alone) and a BM25 "
+            "pinned in the checker (docs/fixtures.md)."
         ),
     )
     parser.add_argument("fixture", help="a YAML fixture (fixtures/gold.yaml) or a BEIR folder")

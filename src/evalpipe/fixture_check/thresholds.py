@@ -40,6 +40,9 @@ class TierThresholds:
     min_needs_relation: float | None = None
     #: Flag a case with a strong ambiguity candidate (see ambiguity.py).
     flag_strong_candidate: bool = True
+    #: Tier flag: at least this share of the tier's answerable cases must need every one of their
+    #: sections (`section_match: all` with two or more sections): a multi-section tier's point.
+    min_all_sections: float | None = None
 
 
 #: The thresholds of each tier kind (see the module docstring and docs/fixtures.md).
@@ -52,6 +55,14 @@ KIND_THRESHOLDS: Mapping[str, TierThresholds] = MappingProxyType(
             max_overlap_stemmed=0.5, max_phrase=2, flag_full_name_leak=True, max_expected=3
         ),
         "relational": TierThresholds(max_expected=8, min_needs_relation=0.5),
+        # Said in other words like a paraphrase, but the answer is several sections' chunks.
+        "multi_section": TierThresholds(
+            max_overlap_stemmed=0.5,
+            max_phrase=2,
+            flag_full_name_leak=True,
+            max_expected=12,
+            min_all_sections=1.0,
+        ),
     }
 )
 THRESHOLD_NAMES = tuple(f.name for f in fields(TierThresholds))

@@ -11,10 +11,12 @@ kind is decided per tier, in this order:
    (`top_k`, `RRFRanker prepare`, `calculate absolute path`, lowercased `exhaustmap`).
    This is measured, so a tier named `exact` whose queries are sentences is held to the
    paraphrase checks, and a custom-named lookup tier (`names`, `symbols`) is not;
-3. `relational` for the stock `multi_hop` tier (its questions name the unit they ask
+3. `multi_section` when at least LOOKUP_SHARE of its answerable cases need every one of their
+   sections (`section_match: all`): RAG questions whose answer is spread over sections;
+4. `relational` for the stock `multi_hop` tier (its questions name the unit they ask
    about by design; the tier is held to "needs a relation" instead). Any other
    relational tier is declared with `tier_kinds`, or it is checked as a paraphrase;
-4. `paraphrase` for everything else: failing closed, the strictest checks.
+5. `paraphrase` for everything else: failing closed, the strictest checks.
 """
 
 from __future__ import annotations
@@ -77,6 +79,14 @@ def lookup_share(cases: Sequence[Case], fixture: Fixture) -> float | None:
     return lookups / measured if measured else None
 
 
+def all_sections_share(cases: Sequence[Case]) -> float | None:
+    """Share of the answerable cases needing every one of their sections (None: none is answerable)."""
+    answerable = [c for c in cases if c.answerability != "unanswerable"]
+    if not answerable:
+        return None
+    return sum(getattr(c, "section_match", "any") == "all" for c in answerable) / len(answerable)
+
+
 def tier_kind(tier: str, cases: Sequence[Case], fixture: Fixture, declared: Mapping[str, str]) -> str:
     """The kind of one tier, by the rule in the module docstring."""
     if tier in declared:
@@ -84,6 +94,9 @@ def tier_kind(tier: str, cases: Sequence[Case], fixture: Fixture, declared: Mapp
     share = lookup_share(cases, fixture)
     if share is not None and share >= LOOKUP_SHARE:
         return "lookup"
+    sections = all_sections_share(cases)
+    if sections is not None and sections >= LOOKUP_SHARE:
+        return "multi_section"
     if tier == RELATIONAL_STOCK_TIER:
         return "relational"
     return "paraphrase"

@@ -84,17 +84,38 @@ def odd_notes(docs: DocumentSet) -> tuple[str, ...]:
     )
 
 
+def check_graded_labels(cases: Sequence[Any], docs: DocumentSet, where: str) -> None:
+    """A document labelled with grade 0 (judged not relevant) must be in the folder too."""
+    sections = docs.sections_of()
+    for case in cases:
+        for doc in case.document_grades:
+            if doc not in sections:
+                loc = f"{where}:{case.line}: case {case.id!r}" if case.line else f"{where}: case {case.id!r}"
+                why = _unknown_document(doc, docs, sections)
+                raise FixtureError(f"{loc}: {why} (labelled with grade {case.document_grades[doc]})")
+
+
 def expected_chunks(case: Any, corpus: Corpus) -> dict[str, int]:
-    """The chunks holding text of the case's expected sections (or documents), grade 1."""
+    """The chunks holding text of the case's expected sections (or documents), graded as labelled: a
+    chunk's grade is its best section's grade (graded sections), else its document's (graded
+    documents), else 1."""
     docs = set(case.expected_documents)
     wanted = set(case.expected_sections)
+    section_grades = getattr(case, "section_grades", {}) or {}
+    document_grades = getattr(case, "document_grades", {}) or {}
     out: dict[str, int] = {}
     for unit in corpus:
-        if unit.get("document_id") not in docs:
+        doc = unit.get("document_id")
+        if doc not in docs:
             continue
         touched = set(unit.get("sections") or [unit.get("section")])
-        if not wanted or touched & wanted:
-            out[unit.id] = 1
+        if wanted and not touched & wanted:
+            continue
+        if wanted and section_grades:
+            grade = max(section_grades.get(t, 0) for t in touched & wanted)
+        else:
+            grade = document_grades.get(doc, 1)
+        out[unit.id] = grade
     return out
 
 
@@ -136,5 +157,6 @@ def chunked_cases(
     except EvalpipeError as exc:
         raise FixtureError(f"{exc} (the documents of fixture {fpath})") from None
     check_labels(cases, docs, str(fpath))
+    check_graded_labels(cases, docs, str(fpath))
     corpus = chunked_corpus(docs, chunker or HeadingChunker(), chunk_cache, name=fpath.stem)
     return [replace(c, qrels=expected_chunks(c, corpus)) for c in cases], corpus, odd_notes(docs)

@@ -40,14 +40,18 @@ CASE_FIELDS = {
     "expected_sections",
     "citation_required",
     "answerability",
+    "section_match",
     "notes",
 }
 FIXTURE_FIELDS = {"name", "version", "description", "corpus", "documents", "cases", "tier_kinds"}
 #: What a tier is, for `check-fixture` (docs/fixtures.md#tier-kinds): a name lookup, a
 #: paraphrase (the wording checks apply) or a relational question. Optional per fixture;
 #: an undeclared tier's kind is measured from its cases.
-TIER_KINDS = ("lookup", "paraphrase", "relational")
+TIER_KINDS = ("lookup", "paraphrase", "relational", "multi_section")
 ANSWERABILITY = ("answerable", "unanswerable")
+#: How a case's expected sections are matched (docs/fixtures.md#rag-label-fields): `any` one of
+#: them found is a section hit; `all` of them must be found (a question that needs both parts).
+SECTION_MATCH = ("any", "all")
 #: A tier becomes part of metric names (`tier/<tier>/recall_at_5`), so it must be a valid MLflow name.
 TIER_PATTERN = re.compile(r"\w[\w.\-]*")
 
@@ -66,6 +70,11 @@ class Case:
     citation_required: bool = False
     answerability: str = "answerable"
     line: int = 0
+    #: Graded labels when written as a mapping ({document: grade}, {section: grade}); empty for a
+    #: plain list (grade 1 each). `expected_documents` / `expected_sections` are the relevant ones.
+    document_grades: Mapping[str, int] = field(default_factory=dict)
+    section_grades: Mapping[str, int] = field(default_factory=dict)
+    section_match: str = "any"
 
     @property
     def expected(self) -> list[str]:
@@ -168,6 +177,21 @@ def _str_tuple(raw: Any, where: str, name: str) -> tuple[str, ...]:
     return tuple(_id(x, where, f"each of {name}") for x in raw)
 
 
+def _graded_names(raw: Any, where: str, name: str) -> dict[str, int]:
+    """A list of names (grade 1 each) or a mapping {name: integer grade}, as `expected` is written."""
+    if isinstance(raw, Mapping):
+        out: dict[str, int] = {}
+        for key, grade in raw.items():
+            if isinstance(grade, bool) or not isinstance(grade, int):
+                raise FixtureError(
+                    f"{where}: {name}: the grade of {key!r} must be an integer (2 main answer, 1 helps, "
+                    f"0 judged not relevant), got {grade!r}"
+                )
+            out[_id(key, where, f"each of {name}")] = grade
+        return out
+    return dict.fromkeys(_str_tuple(raw, where, name), 1)
+
+
 def check_tier(raw: Any, where: str) -> str:
     """A tier name; extra tiers are allowed, but one that looks like a misspelt stock tier is not."""
     if raw is None:
@@ -237,7 +261,19 @@ def parse_cases(raw_cases: Any, where: str, lines: Sequence[int] = ()) -> list[C
             )
         tier = check_tier(raw.get("tier"), at)
         qrels = _qrels(raw.get("expected"), at)
-        expected_documents = _str_tuple(raw.get("expected_documents"), at, "expected_documents")
+        document_grades = _graded_names(raw.get("expected_documents"), at, "expected_documents")
+        section_grades = _graded_names(raw.get("expected_sections"), at, "expected_sections")
+        expected_documents = tuple(d for d, g in document_grades.items() if g > 0)
+        graded_documents = isinstance(raw.get("expected_documents"), Mapping)
+        graded_sections = isinstance(raw.get("expected_sections"), Mapping)
+        section_match = raw.get("section_match", "any")
+        if section_match not in SECTION_MATCH:
+            raise FixtureError(f"{at}: section_match must be 'any' or 'all', got {section_match!r}")
+        if section_match == "all" and sum(g > 0 for g in section_grades.values()) < 2:
+            raise FixtureError(
+                f"{at}: section_match: all needs at least two expected_sections of grade >= 1 "
+                "(with one section, 'any' and 'all' are the same question)"
+            )
         if (
             answerability == "answerable"
             and not any(g > 0 for g in qrels.values())
@@ -259,10 +295,13 @@ def parse_cases(raw_cases: Any, where: str, lines: Sequence[int] = ()) -> list[C
                 qrels=qrels,
                 winnow_constraints=constraints,
                 expected_documents=expected_documents,
-                expected_sections=_str_tuple(raw.get("expected_sections"), at, "expected_sections"),
+                expected_sections=tuple(x for x, g in section_grades.items() if g > 0),
                 citation_required=citation,
                 answerability=answerability,
                 line=line,
+                document_grades=document_grades if graded_documents else {},
+                section_grades=section_grades if graded_sections else {},
+                section_match=section_match,
             )
         )
     return cases
@@ -287,7 +326,7 @@ def check_against_corpus(cases: Sequence[Case], corpus: Corpus, where: str) -> N
                     f"winnow_constraints {dict(case.winnow_constraints)}, so no ranker can return them "
                     "(a misspelt key or value filters everything out)"
                 )
-        missing_docs = [d for d in case.expected_documents if d not in documents]
+        missing_docs = [d for d in case.document_grades or case.expected_documents if d not in documents]
         if missing_docs:
             raise FixtureError(
                 f"{loc}: case {case.id!r}: expected_documents not in corpus: {missing_docs[:3]}"

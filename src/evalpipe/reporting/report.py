@@ -150,22 +150,37 @@ RAG_COLUMNS = (
     ("rag_empty_result_rate", "empty"),
     ("rag_retrieval_error_rate", "error"),
 )
+#: Shown only when some row measured them (graded documents; `section_match: all` questions).
+RAG_OPTIONAL_COLUMNS = (
+    ("rag_document_ndcg", "doc nDCG"),
+    ("rag_all_sections_hit_rate", "all sections"),
+    ("rag_section_recall", "sections found"),
+)
+
+
+def _rag_figure(key: str, figures: Mapping[str, float]) -> str:
+    # a rate left out of a scored run does not apply (no case names a section, no store section
+    # field, no citation required): n/a, never a 0
+    if key not in figures:
+        return NA
+    return f"{figures[key]:.4f}" if key == "rag_document_ndcg" else pct(figures[key])
 
 
 def rag_table(rows: Sequence[ReportRow]) -> tuple[list[str], list[list[str]]] | None:
     if not any(r.scores is not None and r.scores.rag for r in rows):
         return None
-    header = ["ranker"] + [label for _, label in RAG_COLUMNS]
+    columns = list(RAG_COLUMNS) + [
+        (key, label)
+        for key, label in RAG_OPTIONAL_COLUMNS
+        if any(r.scores is not None and key in r.scores.rag for r in rows)
+    ]
+    header = ["ranker"] + [label for _, label in columns]
     body = []
     for r in sorted(rows, key=lambda r: r.name):
         if r.scores is None or not r.scores.rag:
-            body.append([r.name] + [DASH] * len(RAG_COLUMNS))
+            body.append([r.name] + [DASH] * len(columns))
             continue
-        # a rate left out of a scored run does not apply (no case names a section, no store section
-        # field, no citation required): n/a, never a 0
-        body.append(
-            [r.name] + [pct(r.scores.rag[key]) if key in r.scores.rag else NA for key, _ in RAG_COLUMNS]
-        )
+        body.append([r.name] + [_rag_figure(key, r.scores.rag) for key, _ in columns])
     return header, body
 
 

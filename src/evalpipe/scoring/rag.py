@@ -19,6 +19,7 @@ Aggregate names (the same strings in reports and MLflow): `rag_document_hit_rate
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -37,6 +38,13 @@ RETRIEVAL_ERROR_RATE = "rag_retrieval_error_rate"
 CASES = "rag_cases"
 SECTION_APPLICABLE = "rag_section_applicable_cases"
 CITATION_APPLICABLE = "rag_citation_applicable_cases"
+#: Graded documents: nDCG over the distinct documents in the order they were first retrieved.
+DOCUMENT_NDCG = "rag_document_ndcg"
+DOCUMENT_NDCG_APPLICABLE = "rag_document_ndcg_cases"
+#: `section_match: all` questions: every relevant section found, and the share found.
+ALL_SECTIONS_HIT_RATE = "rag_all_sections_hit_rate"
+SECTION_RECALL = "rag_section_recall"
+ALL_SECTIONS_APPLICABLE = "rag_all_sections_applicable_cases"
 #: Each rate's per-case column in a run's cases.json (1.0 / 0.0, empty where it does not apply):
 #: what a paired comparison or a sweep's hold-out check of a RAG objective reads.
 PER_CASE_COLUMN = {
@@ -44,6 +52,9 @@ PER_CASE_COLUMN = {
     SECTION_HIT_RATE: "rag_section_hit",
     MRR: "rag_reciprocal_rank",
     CITATION_VALIDITY_RATE: "rag_citation_validity",
+    DOCUMENT_NDCG: "rag_document_ndcg",
+    ALL_SECTIONS_HIT_RATE: "rag_all_sections_hit",
+    SECTION_RECALL: "rag_section_recall",
 }
 
 
@@ -59,6 +70,17 @@ class RagLabel:
     expected_sections: tuple[str, ...] = ()
     citation_required: bool = False
     answerability: Answerability = "answerable"
+    #: ((document, grade), ...) when the documents were labelled with grades (then document nDCG is
+    #: measured); empty for a plain list (every expected document grade 1, no nDCG).
+    document_grades: tuple[tuple[str, int], ...] = ()
+    #: "any": one expected section is a section hit; "all": the question needs every one of them.
+    section_match: str = "any"
+
+    def grades(self) -> dict[str, int]:
+        """Each labelled document's grade (grade 1 for a plain list)."""
+        return (
+            dict(self.document_grades) if self.document_grades else dict.fromkeys(self.expected_documents, 1)
+        )
 
     def __post_init__(self) -> None:
         if self.answerability not in ANSWERABILITY:
@@ -90,11 +112,21 @@ class RagLabel:
         citation = labels.get("citation_required", False)
         if not isinstance(citation, bool):
             raise ValueError(f"{prefix}citation_required must be true or false, got {citation!r}")
+        grades = labels.get("document_grades") or {}
+        if not isinstance(grades, Mapping):
+            raise ValueError(
+                f"{prefix}document_grades must be a mapping of document to grade, got {grades!r}"
+            )
+        section_match = str(labels.get("section_match") or "any")
+        if section_match not in ("any", "all"):
+            raise ValueError(f"{prefix}section_match must be 'any' or 'all', got {section_match!r}")
         return cls(
             expected_documents=names("expected_documents"),
             expected_sections=names("expected_sections"),
             citation_required=citation,
             answerability=answerability,  # type: ignore[arg-type]
+            document_grades=tuple(sorted((str(d), int(g)) for d, g in grades.items())),
+            section_match=section_match,
         )
 
 
@@ -142,6 +174,9 @@ class RagResult:
     citation_validity: bool | None  # None: citation not required, or retrieval failed
     empty_result: bool
     retrieval_error: bool
+    document_ndcg: float | None = None  # None: no expected document (unanswerable)
+    all_sections_hit: bool | None = None  # None: not a section_match: all question, or failed
+    section_recall: float | None = None  # share of the relevant sections found (same cases)
 
 
 def score_case(
@@ -165,6 +200,7 @@ def score_case(
             citation_validity=None,
             empty_result=False,
             retrieval_error=True,
+            document_ndcg=0.0 if label.document_grades else None,
         )
     cands = [to_candidate(c) for c in candidates]
     expected_docs = set(label.expected_documents)
@@ -183,6 +219,12 @@ def score_case(
     citation: bool | None = None
     if label.citation_required:
         citation = not cands if label.answerability == "unanswerable" else document_hit
+    all_sections: bool | None = None
+    recall: float | None = None
+    if label.section_match == "all" and expected_sections:
+        found = {c.section for c in cands if c.document_id in expected_docs} & expected_sections
+        recall = len(found) / len(expected_sections)
+        all_sections = found == expected_sections
     return RagResult(
         document_hit=document_hit,
         section_hit=section_hit,
@@ -190,7 +232,25 @@ def score_case(
         citation_validity=citation,
         empty_result=not cands,
         retrieval_error=False,
+        document_ndcg=document_ndcg(label, cands) if label.document_grades else None,
+        all_sections_hit=all_sections,
+        section_recall=recall,
     )
+
+
+def document_ndcg(label: RagLabel, cands: Sequence[Candidate]) -> float:
+    """nDCG over the distinct documents in the order they first appear (a document's later chunks add
+    nothing: the reader already has it). Gain = the document's grade (negative counts 0), discount
+    1/log2(rank + 1) by document rank; the ideal orders every labelled document by grade."""
+    grades = label.grades()
+    seen: list[str] = []
+    for c in cands:
+        if c.document_id not in seen:
+            seen.append(c.document_id)
+    dcg = sum(max(grades.get(d, 0), 0) / math.log2(rank + 1) for rank, d in enumerate(seen, start=1))
+    ideal_gains = sorted((max(g, 0) for g in grades.values()), reverse=True)
+    ideal = sum(g / math.log2(rank + 1) for rank, g in enumerate(ideal_gains, start=1))
+    return dcg / ideal if ideal > 0 else 0.0
 
 
 def aggregate_rag(results: Sequence[RagResult]) -> dict[str, float]:
@@ -219,4 +279,13 @@ def aggregate_rag(results: Sequence[RagResult]) -> dict[str, float]:
         out[SECTION_HIT_RATE] = sum(sections) / len(sections)
     if citations:
         out[CITATION_VALIDITY_RATE] = sum(citations) / len(citations)
+    ndcgs = [r.document_ndcg for r in results if r.document_ndcg is not None]
+    if ndcgs:
+        out[DOCUMENT_NDCG_APPLICABLE] = float(len(ndcgs))
+        out[DOCUMENT_NDCG] = sum(ndcgs) / len(ndcgs)
+    every = [r for r in results if r.all_sections_hit is not None]
+    if every:
+        out[ALL_SECTIONS_APPLICABLE] = float(len(every))
+        out[ALL_SECTIONS_HIT_RATE] = sum(bool(r.all_sections_hit) for r in every) / len(every)
+        out[SECTION_RECALL] = sum(float(r.section_recall or 0.0) for r in every) / len(every)
     return out

@@ -135,6 +135,8 @@ def _rag_scores(results: Sequence[CaseResult], units: Mapping[str, Any] | None, 
             expected_sections=tuple(r.labels.get("expected_sections") or ()) if sections else (),
             citation_required=bool(r.labels.get("citation_required")),
             answerability=str(r.labels.get("answerability") or "answerable"),
+            document_grades=tuple(sorted(dict(r.labels.get("document_grades") or {}).items())),
+            section_match=str(r.labels.get("section_match") or "any"),
         )
         candidates = [units[h.id] if units and h.id in units else {"id": h.id} for h in r.hits]
         res = rag.score_case(label, candidates, error=r.error is not None)

@@ -1,0 +1,1 @@
+"""`evalpipe abstain`: when to answer nothing, chosen on dev and reported on test."""
