@@ -91,8 +91,10 @@ def check_graded_labels(cases: Sequence[Any], docs: DocumentSet, where: str) -> 
         for doc in case.document_grades:
             if doc not in sections:
                 loc = f"{where}:{case.line}: case {case.id!r}" if case.line else f"{where}: case {case.id!r}"
-                why = _unknown_document(doc, docs, sections)
-                raise FixtureError(f"{loc}: {why} (labelled with grade {case.document_grades[doc]})")
+                raise FixtureError(
+                    f"{loc}: expected document {doc!r} (grade {case.document_grades[doc]}) is not in the "
+                    f"documents folder {docs.root}{_close(doc, list(sections))}"
+                )
 
 
 def expected_chunks(case: Any, corpus: Corpus) -> dict[str, int]:
