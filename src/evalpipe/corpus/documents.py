@@ -23,12 +23,16 @@ are skipped so a `----` inside code is not a heading.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalpipe.core import files as input_files
 from evalpipe.corpus.markdown import Slugger, _find_headings, _front_matter_end
 from evalpipe.safety.errors import EvalpipeError
 
@@ -75,6 +79,8 @@ class DocumentSet:
     documents: tuple[Document, ...]
     sha256: str
     skipped: int = 0
+    #: Document-named entries left out, by relative path: why each is not a readable file.
+    odd: Mapping[str, str] = field(default_factory=dict)
 
     def sections_of(self) -> dict[str, set[str]]:
         return {d.id: {s.slug for s in d.sections} for d in self.documents}
@@ -158,12 +164,13 @@ def _sections(lines: list[str], headings: Sequence[tuple[int, int, int, str]]) -
     return tuple(sections)
 
 
-def read_document(path: Path, doc_id: str) -> Document:
+def read_document(path: Path, doc_id: str, data: bytes | None = None) -> Document:
     fmt = FORMATS[path.suffix.lower()]
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DocumentsError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if data is None:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise DocumentsError(f"{path}: cannot read ({exc.strerror or exc})") from None
     lines = _decode(data, path).splitlines()
     if fmt == "markdown":
         headings = _markdown_headings(lines)
@@ -174,27 +181,84 @@ def read_document(path: Path, doc_id: str) -> Document:
     return Document(doc_id, fmt, tuple(lines), _sections(lines, headings))
 
 
+def odd_file(path: Path) -> str | None:
+    """Why a document-named path cannot be read as a document (the words the fixture-path checks
+    use: a symbolic link loop, a broken link, a FIFO, ...), or None for a readable regular file.
+    Asked with os.stat, never by opening it: opening a FIFO with no writer blocks for ever."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop (it points back at itself)"
+        if exc.errno == errno.ENOENT and path.is_symlink():
+            return f"a broken symbolic link (to {os.readlink(path)!r})"
+        if exc.errno == errno.EACCES:
+            return "not reachable (permission denied)"
+        return f"not reachable ({exc.strerror or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in input_files._KINDS if test(st.st_mode)), "not a regular file")
+        return f"{kind}, not a regular file"
+    if not os.access(path, os.R_OK):
+        return "not readable (permission denied)"
+    return None
+
+
 def read_documents(folder: str | Path) -> DocumentSet:
-    """Every .md / .rst / .txt file under `folder` (sorted by ID), or a DocumentsError."""
+    """Every .md / .rst / .txt file under `folder` (sorted by ID), or a DocumentsError.
+
+    A document-named entry that is not a readable regular file (a symlink loop, a broken link, a
+    FIFO, an unreadable file) is left out and listed in `odd` with the reason, so a label naming
+    it says what it is instead of "not in the documents folder". A file over the input size limit
+    (EVALPIPE_MAX_FILE_MB, the one every input file has) stops the run with one line."""
     root = Path(folder)
     if not root.is_dir():
         what = "is a file, not a folder" if root.exists() else "does not exist"
         raise DocumentsError(f"documents folder {root} {what}; set 'documents:' to a folder of documents")
     digest = hashlib.sha256()
     documents: list[Document] = []
+    odd: dict[str, str] = {}
     skipped = 0
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    try:
+        entries = sorted(root.rglob("*"))
+    except OSError as exc:
+        raise DocumentsError(f"documents folder {root}: cannot list it ({exc.strerror or exc})") from None
+    for path in entries:
         rel = path.relative_to(root).as_posix()
-        if path.suffix.lower() not in FORMATS or any(part.startswith(".") for part in Path(rel).parts):
+        if any(part.startswith(".") for part in Path(rel).parts):
             skipped += 1
             continue
-        doc = read_document(path, rel)
-        digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+        if path.suffix.lower() not in FORMATS:
+            if not path.is_dir():
+                skipped += 1
+            continue
+        if path.is_dir():
+            continue
+        why = odd_file(path)
+        if why is not None:
+            odd[rel] = why
+            skipped += 1
+            continue
+        size = path.stat().st_size
+        if size > input_files.MAX_FILE_BYTES:
+            raise DocumentsError(
+                f"{path}: document of {input_files.size_text(size)} is larger than the input size limit "
+                f"of {input_files.size_text(input_files.MAX_FILE_BYTES)} (EVALPIPE_MAX_FILE_MB=... raises "
+                "it, or leave the file out)"
+            )
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            odd[rel] = f"not readable ({exc.strerror or exc})"
+            skipped += 1
+            continue
+        doc = read_document(path, rel, data)
+        digest.update(rel.encode() + b"\0" + data + b"\0")
         if any(line.strip() for line in doc.lines):
             documents.append(doc)
     if not documents:
+        found = f"; left out: {', '.join(f'{k} ({v})' for k, v in sorted(odd.items())[:3])}" if odd else ""
         raise DocumentsError(
-            f"documents folder {root} holds no non-empty document ({', '.join(sorted(FORMATS))}); "
+            f"documents folder {root} holds no non-empty document ({', '.join(sorted(FORMATS))}){found}; "
             "add documents or point 'documents:' at the right folder"
         )
-    return DocumentSet(str(root), tuple(documents), digest.hexdigest(), skipped)
+    return DocumentSet(str(root), tuple(documents), digest.hexdigest(), skipped, odd)

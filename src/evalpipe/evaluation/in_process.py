@@ -52,10 +52,15 @@ def score_config(
     start = time.perf_counter()
     results = run_cases(prepared.ranker, fixture, max(cfg.ks), count_tokens)
     seconds = time.perf_counter() - start
+    units = None
+    if any(r.labels for r in results):  # the RAG measures read each hit's unit, as a run's do
+        units = {**{u.id: u for u in fixture.corpus}, **getattr(prepared.ranker, "foreign_units", {})}
     scores = score_results(
         results,
         list(ks if ks is not None else cfg.ks),
         list(families if families is not None else cfg.metrics),
         tiers=fixture.tiers,
+        units=units,
+        sections=getattr(prepared.ranker, "sections_known", True),
     )
     return Scored(prepared, scores, seconds)

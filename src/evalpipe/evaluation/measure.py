@@ -32,7 +32,10 @@ def score(checked: Checked, fixture: Fixture, results: list[CaseResult], ranker:
     units = None
     if any(r.labels for r in results):
         units = {**{u.id: u for u in fixture.corpus}, **getattr(ranker, "foreign_units", {})}
-    return score_results(results, list(checked.ks), list(checked.metrics), tiers=fixture.tiers, units=units)
+    sections = getattr(ranker, "sections_known", True)  # a store without a section field: n/a, not 0
+    return score_results(
+        results, list(checked.ks), list(checked.metrics), tiers=fixture.tiers, units=units, sections=sections
+    )
 
 
 def miss_split(fixture: Fixture, results: list[CaseResult], ranker: Any) -> dict[str, float]:

@@ -19,7 +19,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from evalpipe.evaluation.batching import parse_settings
+from evalpipe.evaluation.chunker_group import apply_chunker_group
 from evalpipe.evaluation.runner import run_case
+from evalpipe.evaluation.store_coverage import check_store_coverage
 from evalpipe.inputs.fixture import Case, Fixture
 from evalpipe.safety.errors import EvalpipeError
 
@@ -306,6 +308,7 @@ def check(
     # lazy: evalpipe.inputs, ~3 ms
     from evalpipe.inputs import fixture_memo, split
 
+    apply_chunker_group(resolved)  # chunker=... reaches any documents fixture, or is refused
     settings = split.settings_from(resolved["fixture"])  # a bad split setting stops before any loading
     loader = split.without_split_keys(resolved["fixture"])
     fixture = fixture_memo.load_once(loader, lambda: build(OmegaConf.create(loader), "fixture"))
@@ -325,7 +328,8 @@ def check(
         produced_metric_names(fixture, ks, families, judged),
         explicit or is_multirun(),
     )
-    warnings = [*fixture.notes, *split_warnings, *check_ranker_inputs(ranker, fixture)]
+    coverage = check_store_coverage(ranker, fixture.cases)  # a store's records vs the labels
+    warnings = [*fixture.notes, *split_warnings, *check_ranker_inputs(ranker, fixture), *coverage]
     return Checked(
         resolved=resolved,
         ks=ks,
@@ -370,6 +374,7 @@ def check_sweep(cfg: DictConfig, swept: Sequence[str] = ()) -> None:
     from evalpipe.inputs import fixture_memo, split
 
     try:
+        apply_chunker_group(resolved)
         loader = split.without_split_keys(resolved["fixture"])
         fixture = fixture_memo.load_once(loader, lambda: build(OmegaConf.create(loader), "fixture"))
     except EvalpipeError:

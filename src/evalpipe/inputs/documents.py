@@ -27,12 +27,32 @@ from evalpipe.corpus.chunk_cache import chunked_corpus
 from evalpipe.corpus.chunkers import Chunker, HeadingChunker
 from evalpipe.corpus.documents import DocumentSet, read_documents
 from evalpipe.paths import resolve_path
-from evalpipe.safety.errors import EvalpipeError, FixtureError
+from evalpipe.safety.errors import EvalpipeError, FixtureError, normalisation_hint, shown
 
 
 def _close(name: str, choices: Sequence[str]) -> str:
     match = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def _quoted(text: str) -> str:
+    """A label in a message: quoted, and with its escapes when it is not plain (NFD, blanks)."""
+    return text_repr if (text_repr := shown(text)) != text else repr(text)
+
+
+def _unknown_document(doc: str, docs: DocumentSet, sections: Mapping[str, Any]) -> str:
+    """Why `doc` is not a document of the folder, in the words that lead to the fix: a file of that
+    name that cannot be read (a symlink loop, a FIFO, ...), a name that differs only in Unicode
+    normalisation (NFC label, NFD file name), else the closest name."""
+    if doc in docs.odd:
+        return f"expected document {_quoted(doc)} in the documents folder {docs.root} is {docs.odd[doc]}"
+    form = normalisation_hint(doc, [*sections, *docs.odd])
+    if form:
+        return f"expected document {_quoted(doc)} is not in the documents folder {docs.root}: {form}"
+    return (
+        f"expected document {_quoted(doc)} is not in the documents folder {docs.root}"
+        f"{_close(doc, list(sections))}"
+    )
 
 
 def check_labels(cases: Sequence[Any], docs: DocumentSet, where: str) -> None:
@@ -42,20 +62,26 @@ def check_labels(cases: Sequence[Any], docs: DocumentSet, where: str) -> None:
         loc = f"{where}:{case.line}: case {case.id!r}" if case.line else f"{where}: case {case.id!r}"
         for doc in case.expected_documents:
             if doc not in sections:
-                raise FixtureError(
-                    f"{loc}: expected document {doc!r} is not in the documents folder {docs.root}"
-                    f"{_close(doc, list(sections))}"
-                )
+                raise FixtureError(f"{loc}: {_unknown_document(doc, docs, sections)}")
         known = (
             set().union(*(sections[d] for d in case.expected_documents)) if case.expected_documents else set()
         )
         for section in case.expected_sections:
             if section not in known:
+                form = normalisation_hint(section, known)
                 raise FixtureError(
-                    f"{loc}: expected section {section!r} is not a section of "
+                    f"{loc}: expected section {_quoted(section)} is not a section of "
                     f"{', '.join(case.expected_documents) or 'any expected document'}"
-                    f"{_close(section, sorted(known))} (sections are heading anchors, e.g. 'quickstart')"
+                    + (f": {form}" if form else _close(section, sorted(known)))
+                    + " (sections are heading anchors, e.g. 'quickstart')"
                 )
+
+
+def odd_notes(docs: DocumentSet) -> tuple[str, ...]:
+    """One note per document-named file left out of the folder (the run's warnings show them)."""
+    return tuple(
+        f"documents folder {docs.root}: {rel} left out: it is {why}" for rel, why in docs.odd.items()
+    )
 
 
 def check_graded_labels(cases: Sequence[Any], docs: DocumentSet, where: str) -> None:
@@ -115,8 +141,9 @@ def chunked_cases(
     cases: Sequence[Any],
     chunker: Chunker | None,
     chunk_cache: str | None,
-) -> tuple[list[Any], Corpus]:
-    """The parsed cases with their expected chunks filled in, and the chunked corpus of the documents."""
+) -> tuple[list[Any], Corpus, tuple[str, ...]]:
+    """The parsed cases with their expected chunks filled in, the chunked corpus of the documents and
+    the notes on what was left out of the folder."""
     raw = data.get("documents")
     if not isinstance(raw, str):
         raise FixtureError(f"{fpath}: 'documents' must be the path of a folder, got {raw!r}")
@@ -134,4 +161,4 @@ def chunked_cases(
     check_labels(cases, docs, str(fpath))
     check_graded_labels(cases, docs, str(fpath))
     corpus = chunked_corpus(docs, chunker or HeadingChunker(), chunk_cache, name=fpath.stem)
-    return [replace(c, qrels=expected_chunks(c, corpus)) for c in cases], corpus
+    return [replace(c, qrels=expected_chunks(c, corpus)) for c in cases], corpus, odd_notes(docs)

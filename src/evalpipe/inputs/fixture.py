@@ -398,7 +398,7 @@ def _load_fixture(
         lines = _case_lines(text)
         documents.refuse_chunk_ids(data.get("cases"), fpath, lines)
         parsed = parse_cases(data.get("cases"), str(fpath), lines)
-        cases, units = documents.chunked_cases(data, fpath, parsed, chunker, chunk_cache)
+        cases, units, notes = documents.chunked_cases(data, fpath, parsed, chunker, chunk_cache)
         return Fixture(
             name=str(name or data.get("name") or fpath.stem),
             cases=tuple(cases),
@@ -408,6 +408,12 @@ def _load_fixture(
             sha256=hashlib.sha256(f"{file_sha256(fpath)} {units.sha256}".encode()).hexdigest(),
             version=str(data.get("version") or ""),
             tier_kinds=tier_kinds,
+            notes=notes,
+        )
+    if chunker is not None:  # a chunker given (chunker=..., fixture.chunker) must cut something
+        raise FixtureError(
+            f"{fpath}: chunker {chunker!r} is given but this fixture has a prepared 'corpus', no "
+            "'documents:' folder to cut: remove chunker=... (or point fixture.path at a documents fixture)"
         )
     corpus_ref = corpus or data.get("corpus")
     if not corpus_ref:

@@ -14,6 +14,8 @@ from evalpipe.inputs.fixture import STOCK_TIERS
 from evalpipe.scoring.run import RunScores
 
 DASH = "—"
+#: A measure that does not apply to a run (shown instead of a misleading 0).
+NA = "n/a"
 
 
 @dataclass(frozen=True)
@@ -157,8 +159,10 @@ RAG_OPTIONAL_COLUMNS = (
 
 
 def _rag_figure(key: str, figures: Mapping[str, float]) -> str:
+    # a rate left out of a scored run does not apply (no case names a section, no store section
+    # field, no citation required): n/a, never a 0
     if key not in figures:
-        return DASH
+        return NA
     return f"{figures[key]:.4f}" if key == "rag_document_ndcg" else pct(figures[key])
 
 

