@@ -105,9 +105,13 @@ class Pairs:
     def pair_alpha(self) -> float:
         """The two-sided level one pair is effectively tested at (normal reference for c): what the
         family's minimum detectable differences are computed at."""
-        if not math.isfinite(self.crit):
-            return 0.0
-        return float(2.0 * (1.0 - _phi(self.crit)))
+        if not math.isfinite(self.crit):  # nothing can be significant: as strict as a level gets
+            return _FLOOR
+        return max(_FLOOR, float(2.0 * (1.0 - _phi(self.crit))))
+
+
+#: The smallest pair level handed to the power model (an infinite critical value detects nothing).
+_FLOOR = 1e-12
 
 
 def _phi(x: float) -> float:
