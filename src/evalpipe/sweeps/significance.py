@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from evalpipe.stats.corrections import DEFAULT_METHOD, check_method
-from evalpipe.stats.power import POWER, Detectable, one_run, paired
+from evalpipe.stats.power import POWER, Detectable, one_run, resampled
 from evalpipe.stats.ties import METHOD, Pairs, Ties, all_pairs, ties_of
 
 RESAMPLES = 10000
@@ -236,8 +236,8 @@ def significance(
                 )
             )  # fmt: skip
     level = pairs.pair_alpha
-    if d is not None and d != best:  # the spread of the best's differences from the default
-        mde = paired(values[d], values[best], level, s.power)
+    if d is not None and d != best:  # measured: a gain planted on the default / best pair's outcomes
+        mde = resampled(values[d], values[best], level, s.power, gain=True, seed=s.seed)
     else:
         mde = one_run(values[best], level, s.power)
     return Significance(objective, s, points, means, len(shared), ties, pairs, d, vs, mde, tuple(notes))
