@@ -29,7 +29,8 @@ def column(path: Path, metric: str) -> dict[str, float]:
 
 def main(argv: list[str]) -> None:
     print(
-        "| fixture | metric | cases | kind | alpha | one run ρ=0.5 | paired analytic | resampled gain | resampled drop |"
+        "| fixture | metric | cases | kind | alpha | one run ρ=0.5 | paired analytic "
+        "| resampled gain | resampled drop |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for spec in argv:
