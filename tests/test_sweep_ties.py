@@ -11,6 +11,9 @@ missed: p far below 0.05, the default is not tied.
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from cli_helpers import all_runs
 from evalpipe.inputs.fixture import load_fixture
 from evalpipe.inputs.split import assign
@@ -89,3 +92,43 @@ def test_a_bad_correction_is_refused_before_anything_runs(tmp_path, planted):  #
     assert proc.returncode == 2
     assert "sweep.correction: unknown correction 'bonf'; choose one of holm, bh, none" in proc.stderr
     assert not all_runs(uri) if (tmp_path / "mlflow.db").exists() else True
+
+
+def test_one_family_one_verdict_for_the_pair_two_families_once_split():
+    """Issue #40's contradiction, planted in-process: 3 points on 60 cases; the best wins 10 cases
+    and loses 2 against the default (exact sign-flip p = 2 (1 + 12 + 66) / 2^12 = 0.0386). The
+    former rule put that pair in two families and said both "tied" (Holm over the 2 comparisons
+    with the best: 0.077) and "beats the default" (a family of that one pair: 0.0386). Now both
+    answers are read off the same simultaneous interval: exactly one of them is said."""
+    from types import SimpleNamespace
+
+    from evalpipe.stats.corrections import adjust
+    from evalpipe.stats.resampling import paired_randomization_test
+    from evalpipe.stats.ties import tied_with_best
+    from evalpipe.sweeps import significance as S
+
+    default = [0.0] * 10 + [1.0] * 2 + [1.0] * 24 + [0.0] * 24
+    best = [1.0] * 10 + [0.0] * 2 + [1.0] * 24 + [0.0] * 24
+    third = [1.0] * 5 + [0.0] * 5 + [1.0] * 2 + [1.0] * 24 + [0.0] * 24
+    ids = [f"c{i}" for i in range(60)]
+    p_bd = paired_randomization_test(np.array(best), np.array(default), 50000)
+    assert p_bd == pytest.approx(2 * 79 / 4096, abs=0.004)
+    p_bt = paired_randomization_test(np.array(best), np.array(third), 50000)
+    means = [float(np.mean(v)) for v in (default, best, third)]
+    old_tied = tied_with_best(means, [p_bd, None, p_bt], 0.05, "holm", best=1)
+    assert old_tied.is_tied(0) and adjust([p_bd], "holm")[0] < 0.05  # the contradiction
+
+    rows = [SimpleNamespace(run_id=f"r{j}", values={"k": str(j)}, job=j) for j in range(3)]
+    per_case = [dict(zip(ids, v, strict=True)) for v in (default, best, third)]
+    sig = S.significance(rows, per_case, "recall_at_5", S.Settings(resamples=4000), default=0)
+    m = S.metrics(sig)
+    assert sig.ties.best == 1
+    # one verdict: tied with the best <=> the best does not beat the default, in what is logged too
+    assert m["sweep/default_tied_with_best"] == 1.0 - m["sweep/best_beats_default"]
+    vs = sig.vs_default[1]
+    assert vs is not None and vs.better == (vs.lo > 0) == (vs.p_adj < 0.05)
+    md = "\n".join(S.markdown(sig, ["k"], S.label_for(["k"])))
+    said_tied = "is tied with the best: the sweep found nothing" in md
+    said_not_better = "NOT significantly better than the default" in md
+    assert said_tied == said_not_better == (not vs.better)
+    assert "one family: all 3 pairs" in md and "95% simultaneous" in md

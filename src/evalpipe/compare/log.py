@@ -47,6 +47,8 @@ def log_comparison(
             "mde_method": c.mde.method if c.mde is not None else None,
             "significant": c.significant,
             "tied_with_best": c.tied,
+            "rank": c.rank or None,
+            "diff_ci_level": None if c.diff is None else _level(result, args.alpha),
         }
         for c in result.comparisons
     ]
@@ -55,6 +57,7 @@ def log_comparison(
             "metrics": json.dumps(result.metrics),
             "alpha": str(args.alpha),
             "correction": result.correction,
+            "family": _family(result),
             "power": str(result.power),
             "resamples": str(args.resamples),
             "seed": str(args.seed),
@@ -68,3 +71,14 @@ def log_comparison(
             mlflow_store.log_artifact_files(tracker, run_id, {"diff.md": case_diff_view.markdown(diffs)})
             mlflow_store.log_table(tracker, run_id, case_diff_view.table(diffs), "diff.json")
     return run_id
+
+
+def _level(result: Any, alpha: float) -> str:
+    """What level a difference's interval is at: simultaneous over the family, or per comparison."""
+    return f"{100 * (1 - alpha):g}% {'simultaneous' if result.all_pairs else 'per comparison'}"
+
+
+def _family(result: Any) -> str:
+    if result.all_pairs:
+        return f"all {result.pairs} pairs of runs x metrics, max-T (family-wise)"
+    return f"{result.family} cells vs the baseline, {result.correction}"

@@ -6,6 +6,7 @@ from typing import Any
 
 from evalpipe.stats.comparison import Result
 from evalpipe.stats.corrections import DESCRIPTION, family_alpha
+from evalpipe.stats.ties import METHOD
 
 
 def _ci(mean: float, lo: float, hi: float, signed: bool = False) -> str:
@@ -15,21 +16,26 @@ def _ci(mean: float, lo: float, hi: float, signed: bool = False) -> str:
 
 def table_rows(result: Result, alpha: float) -> tuple[list[str], list[list[str]]]:
     level = f"{(1 - alpha) * 100:g}%"
-    adj = f"p {result.correction}" if result.correction != "none" else "p (raw)"
-    header = ["metric", "run", f"mean [{level} CI]", f"Δ vs baseline [{level} CI]", "won/lost", "p", adj]
-    header += ["detects ±", "sig"]
-    ties = len(result.runs) > 2
-    if ties:
-        header.append("tied")
+    if result.all_pairs:  # 3+ runs: one all-pairs family; its intervals are simultaneous
+        header = ["metric", "run", f"mean [{level} CI]", f"Δ vs baseline [{level} simultaneous]", "won/lost"]
+        header += ["p adj (family)", "detects ±", "sig", f"rank [{level} simultaneous]", "tied"]
+    else:
+        adj = f"p {result.correction}" if result.correction != "none" else "p (raw)"
+        diff = (
+            f"Δ vs baseline [{level} CI, not adjusted]"
+            if result.family > 1
+            else f"Δ vs baseline [{level} CI]"
+        )
+        header = ["metric", "run", f"mean [{level} CI]", diff, "won/lost", "p", adj, "detects ±", "sig"]
     body = []
     for c in result.comparisons:
-        tied = (["="] if c.tied else [""]) if ties else []
+        tail = [c.rank, "=" if c.tied else ""] if result.all_pairs else []
         if c.is_baseline:
-            body.append(
-                [c.metric, c.run.label, _ci(c.mean, c.lo, c.hi), "(baseline)", "", "", "", "", "", *tied]
-            )
+            blanks = 4 if result.all_pairs else 5
+            body.append([c.metric, c.run.label, _ci(c.mean, c.lo, c.hi), "(baseline)", *[""] * blanks, *tail])
             continue
         assert c.diff is not None and c.diff_lo is not None and c.diff_hi is not None
+        p = [] if result.all_pairs else [f"{c.p_value:.4f}"]
         body.append(
             [
                 c.metric,
@@ -37,17 +43,30 @@ def table_rows(result: Result, alpha: float) -> tuple[list[str], list[list[str]]
                 _ci(c.mean, c.lo, c.hi),
                 _ci(c.diff, c.diff_lo, c.diff_hi, signed=True),
                 f"{c.won}/{c.lost}",
-                f"{c.p_value:.4f}",
+                *p,
                 "" if c.p_adj is None else f"{c.p_adj:.4f}",
                 c.mde.text() if c.mde is not None else "",
                 "*" if c.significant else "",
-                *tied,
+                *tail,
             ]
         )
     return header, body
 
 
 def caption(result: Result, resamples: int, alpha: float) -> str:
+    if result.all_pairs:
+        mde_alpha = next((c.mde.alpha for c in result.comparisons if c.mde is not None), alpha)
+        parts = [
+            f"{len(result.runs)} runs · {len(result.cases)} common cases · baseline {result.baseline.label}",
+            f"one family: all {result.pairs} pairs of runs on every metric, {METHOD} ({resamples} resamples "
+            f"and permutations), family-wise alpha {alpha:g}",
+            f"* = the simultaneous interval of the difference excludes 0 (family-adjusted p < {alpha:g})",
+            "tied = = no run is surely better on that metric (rank interval contains 1)",
+            f"means: plain {100 * (1 - alpha):g}% bootstrap CIs (they decide nothing)",
+            f"detects ± = the smallest true difference detected with power {result.power:g} at the level "
+            f"one pair is held to in the family, alpha {mde_alpha:.3g} (docs/power.md)",
+        ]
+        return " · ".join(parts)
     corrected = (
         "not corrected for multiple comparisons"
         if result.correction == "none"
@@ -56,15 +75,9 @@ def caption(result: Result, resamples: int, alpha: float) -> str:
     level = family_alpha(alpha, result.family, result.correction)
     return (
         f"{len(result.runs)} runs · {len(result.cases)} common cases · baseline {result.baseline.label} · "
-        f"{resamples} resamples · * = paired randomization p < {alpha:g} ({corrected}) · detects ± = the "
-        f"smallest true difference detected with power {result.power:g} at alpha {level:.3g} "
-        "(docs/power.md)"
-        + (
-            " · tied = = not significantly worse than the metric's best run (paired test against it, "
-            "same correction)"
-            if len(result.runs) > 2
-            else ""
-        )
+        f"{resamples} resamples · * = paired randomization p < {alpha:g} ({corrected}) · intervals: "
+        f"{100 * (1 - alpha):g}% per comparison · detects ± = the smallest true difference detected with "
+        f"power {result.power:g} at alpha {level:.3g} (docs/power.md)"
     )
 
 

@@ -47,7 +47,8 @@ def rules_line(result: GateResult) -> str:
     return (
         f"{drop} · alpha {rules.alpha:g} (paired randomization test, two-sided, {rules.resamples} "
         f"resamples, seed {rules.seed}; p adjusted over the {len(result.rows)} rows: "
-        f"{DESCRIPTION[rules.correction]}) · CI {(1 - rules.alpha) * 100:g}% paired bootstrap · "
+        f"{DESCRIPTION[rules.correction]}) · CI {(1 - rules.alpha) * 100:g}% paired bootstrap per row (not "
+        f"adjusted over the rows; the verdict uses the adjusted p) · "
         f"scope {rules.scope}"
     )
 
@@ -91,7 +92,9 @@ def row_cells(row: Row, with_fixture: bool) -> list[str]:
 
 
 def header(result: GateResult) -> list[str]:
-    level = f"{(1 - result.rules.alpha) * 100:g}% CI"
+    adjusted = len(result.rows) > 1 and result.rules.correction != "none"
+    # the verdict uses the p adjusted over the rows; the interval is per row: said on the row
+    level = f"{(1 - result.rules.alpha) * 100:g}% CI" + (", not adjusted" if adjusted else "")
     cols = [
         "metric",
         "tier",

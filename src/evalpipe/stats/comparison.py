@@ -25,7 +25,7 @@ from evalpipe.stats import power as power_
 from evalpipe.stats.case_diff import CaseInfo, case_diff, case_info
 from evalpipe.stats.corrections import DEFAULT_METHOD, adjust, check_method, family_alpha
 from evalpipe.stats.resampling import bootstrap_ci, paired_bootstrap_ci_diff, paired_randomization_test
-from evalpipe.stats.ties import tied_with_best
+from evalpipe.stats.ties import METHOD, all_pairs, ties_of
 
 CASES_ARTIFACT = "cases.json"
 
@@ -86,8 +86,10 @@ class Comparison:
     lost: int = 0
     #: the smallest difference from the baseline this cell detects (`stats.power.Detectable`)
     mde: power_.Detectable | None = None
-    #: the run is tied with the metric's best run (not significantly worse after the correction)
+    #: the run is tied with the metric's best run (3+ runs: no run surely better, `stats.ties`)
     tied: bool = False
+    #: 3+ runs: the run's rank on the metric with its simultaneous interval (`1 [1-3]`)
+    rank: str = ""
 
 
 @dataclass(frozen=True)
@@ -100,11 +102,18 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     correction: str = DEFAULT_METHOD
     power: float = power_.POWER
+    #: 3+ runs: the number of pairs (runs x runs, every metric) of the one all-pairs family
+    pairs: int = 0
+
+    @property
+    def all_pairs(self) -> bool:
+        """3+ runs: every decision (vs baseline, tied, rank) is read off one all-pairs family."""
+        return self.pairs > 0
 
     @property
     def family(self) -> int:
-        """How many tests the correction was over (every non-baseline cell)."""
-        return sum(not c.is_baseline for c in self.comparisons)
+        """How many tests the family holds: every non-baseline cell (2 runs) or every pair (3+)."""
+        return self.pairs or sum(not c.is_baseline for c in self.comparisons)
 
 
 def common_cases(runs: Sequence[RunCases]) -> tuple[list[str], list[str]]:
@@ -185,6 +194,7 @@ def compare_runs(
     out = []
     pairs: list[tuple[np.ndarray, np.ndarray] | None] = []
     compared = []
+    blocks: list[tuple[str, list[RunCases], list[str], list[np.ndarray]]] = []
     for metric in metrics:
         have = [r for r in ordered if metric in r.values]
         left_out = ", ".join(r.label for r in ordered if metric not in r.values)
@@ -200,6 +210,19 @@ def compare_runs(
         compared.append(metric)
         scored = [c for c in cases if all(c in r.values[metric] for r in have)]
         arrays = [np.array([r.values[metric][c] for c in scored], dtype=np.float64) for r in have]
+        blocks.append((metric, have, scored, arrays))
+    if not compared:
+        raise CompareError("no metric could be compared: " + "; ".join(warnings[-len(metrics) :]))
+    if len(ordered) > 2:
+        if correction != DEFAULT_METHOD:
+            warnings.append(
+                f"--correction {correction} is not used with 3+ runs: every decision is read off one family "
+                f"of all pairs of runs on every metric ({METHOD}, family-wise error rate)"
+            )
+        return _all_pairs_result(
+            ordered, base, cases, compared, blocks, warnings, resamples, alpha, seed, power
+        )
+    for metric, have, _scored, arrays in blocks:
         for run, values in zip(have, arrays, strict=True):
             mean, lo, hi = bootstrap_ci(values, resamples, confidence, seed)
             if run is base:
@@ -213,13 +236,6 @@ def compare_runs(
                 Comparison(metric, run, mean, lo, hi, False, diff, dlo, dhi, p, False, None, won, lost)
             )
             pairs.append((arrays[0], values))
-        if len(have) > 2:  # which runs the best cannot be told from (two runs: the baseline test says it)
-            tied = _tied(arrays, resamples, seed, alpha, correction)
-            start = len(out) - len(have)
-            for i in range(len(have)):
-                out[start + i] = replace(out[start + i], tied=i in tied)
-    if not compared:
-        raise CompareError("no metric could be compared: " + "; ".join(warnings[-len(metrics) :]))
     adjusted = adjust([c.p_value for c in out], correction)
     level = family_alpha(alpha, sum(p is not None for p in adjusted), correction)
     final = []
@@ -231,16 +247,53 @@ def compare_runs(
     return Result(final, base, ordered, cases, compared, warnings, correction, power)
 
 
-def _tied(arrays: Sequence[np.ndarray], resamples: int, seed: int, alpha: float, correction: str) -> set[int]:
-    """The runs tied with the best (highest mean) on one metric: paired test against the best, p
-    adjusted over those comparisons (`stats.ties`)."""
-    means = [float(a.mean()) for a in arrays]
-    best = max(range(len(arrays)), key=lambda i: (means[i], -i))
-    p = [
-        None if i == best else paired_randomization_test(arrays[best], a, resamples, seed)
-        for i, a in enumerate(arrays)
-    ]
-    return set(tied_with_best(means, p, alpha, correction, best).tied)
+def _all_pairs_result(
+    ordered: Sequence[RunCases],
+    base: RunCases,
+    cases: list[str],
+    compared: list[str],
+    blocks: Sequence[tuple[str, list[RunCases], list[str], list[np.ndarray]]],
+    warnings: list[str],
+    resamples: int,
+    alpha: float,
+    seed: int,
+    power: float,
+) -> Result:
+    """3+ runs: one family over every pair of runs on every metric (`stats.ties.all_pairs`, the same
+    case resample for every metric). A cell's difference from the baseline is that pair's
+    simultaneous interval and is significant when the interval excludes 0 (family-adjusted p <
+    alpha); tied and rank are read off the same intervals. A run's own mean keeps its plain
+    (1 - alpha) bootstrap CI: it decides nothing."""
+    position = {c: i for i, c in enumerate(cases)}
+    family = all_pairs(
+        [np.array(arrays) for _, _, _, arrays in blocks],
+        alpha,
+        resamples,
+        seed,
+        case_index=[np.array([position[c] for c in scored]) for _, _, scored, _ in blocks],
+        n_cases=len(cases),
+    )
+    out = []
+    for (metric, have, _scored, arrays), pairs in zip(blocks, family, strict=True):
+        ties = ties_of(pairs)
+        level = pairs.pair_alpha
+        for i, (run, values) in enumerate(zip(have, arrays, strict=True)):
+            mean, lo, hi = bootstrap_ci(values, resamples, 1.0 - alpha, seed)
+            common = {"tied": ties.is_tied(i), "rank": ties.rank_text(i)}
+            if run is base:
+                out.append(Comparison(metric, run, mean, lo, hi, is_baseline=True, **common))
+                continue
+            won, lost = int(np.sum(values > arrays[0])), int(np.sum(values < arrays[0]))
+            p_adj = float(pairs.p_adj[i, 0])
+            out.append(
+                Comparison(
+                    metric, run, mean, lo, hi, False,
+                    float(pairs.diff[i, 0]), pairs.lo(i, 0), pairs.hi(i, 0),
+                    None, pairs.better(i, 0) or pairs.better(0, i), p_adj, won, lost,
+                    power_.paired(arrays[0], values, level, power), **common,
+                )
+            )  # fmt: skip
+    return Result(out, base, list(ordered), cases, compared, warnings, "max-T", power, family[0].family)
 
 
 #: cases.json columns that are not averaged metrics.

@@ -230,6 +230,12 @@ class Detectable:
             else "normal approx. on differences"
         )
         spread = "discordance" if self.kind == "binary" else "SD of differences"
+        if self.source.startswith("resampled"):
+            return (
+                f"measured: {self.source.split()[1]} planted on the runs' own per-case outcomes "
+                f"(real churn), paired randomization test, {SIMS} simulated experiments; "
+                f"{spread} {self.spread:.3f}"
+            )
         where = "paired differences" if self.source == "paired" else f"one run, rho {self.rho:g}"
         return f"{model}; {spread} {self.spread:.3f} from {where}"
 
@@ -319,3 +325,125 @@ def cases_needed(delta: float, detectable: Detectable, limit: int = 200_000) -> 
         else:
             lo = mid
     return hi
+
+
+# --- measured on the fixture's own outcomes: plant an effect, count the test's rejections ---------
+
+#: Simulated experiments and sign-flip resamples per power estimate of the resampling MDE.
+SIMS = 1000
+FLIPS = 1000
+
+
+def _plant(
+    base: np.ndarray,
+    cand: np.ndarray,
+    delta: float,
+    gain: bool,
+    binary: bool,
+    rng: np.random.Generator,
+    sims: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`sims` pairs of (baseline, candidate) with the real pair's churn and a planted change delta.
+
+    Null with the real churn: per case, the two runs' values are swapped with probability 1/2
+    (the pair's own disagreements, in both directions). Then delta is planted on the candidate:
+    binary, round(delta n) cases flipped (gain: misses to hits; drop: hits to misses), chosen at
+    random; graded, every case moved in proportion to its room (gain: + delta (1 - v) / mean(1 - v),
+    drop: - delta v / mean(v)), clipped to [0, 1]."""
+    n = base.size
+    swap = rng.random((sims, n)) < 0.5
+    b = np.where(swap, cand[None, :], base[None, :])
+    c = np.where(swap, base[None, :], cand[None, :])
+    if binary:
+        # delta n flips on average: floor(delta n), plus one with probability its fraction
+        flips = np.floor(delta * n) + (rng.random(sims) < delta * n - np.floor(delta * n))
+        want = 0.0 if gain else 1.0
+        keys = np.where(c == want, rng.random((sims, n)), np.inf)  # only misses (gain) / hits (drop)
+        order = np.argsort(keys, axis=1)
+        rows = np.arange(sims)[:, None]
+        chosen = np.isfinite(keys[rows, order]) & (np.arange(n)[None, :] < flips[:, None])
+        c = c.copy()
+        c[rows, order] = np.where(chosen, 1.0 - want, c[rows, order])
+    else:
+        room = (1.0 - c) if gain else c
+        scale = room.mean(axis=1, keepdims=True)
+        scale[scale <= 0] = 1.0
+        c = np.clip(c + (1 if gain else -1) * delta * room / scale, 0.0, 1.0)
+    return b, c
+
+
+def _sign_flip_power(d: np.ndarray, alpha: float, gain: bool, rng: np.random.Generator, flips: int) -> float:
+    """The share of experiments (rows of per-case differences d) the two-sided paired sign-flip
+    randomization test (`resampling.paired_randomization_test`) rejects at alpha in the planted
+    direction; one sign matrix serves every row."""
+    signs = rng.integers(0, 2, size=(d.shape[1], flips), dtype=np.int8).astype(np.float64) * 2.0 - 1.0
+    observed = d.sum(axis=1)
+    threshold = np.abs(observed) - 1e-9 * np.maximum(np.abs(observed), 1.0)
+    extreme = (np.abs(d @ signs) >= threshold[:, None]).sum(axis=1)
+    p = (extreme + 1) / (flips + 1)
+    right = observed > 0 if gain else observed < 0
+    return float(np.mean((p < alpha) & right))
+
+
+def resampled_power(
+    base: np.ndarray,
+    cand: np.ndarray,
+    delta: float,
+    alpha: float,
+    gain: bool = True,
+    sims: int = SIMS,
+    seed: int = 0,
+    flips: int = FLIPS,
+) -> float:
+    """The measured power of the paired randomization test for a change delta planted on the real
+    pair (base, cand) (`_plant`), at level alpha."""
+    b, c = _values(base, "base"), _values(cand, "cand")
+    binary = is_binary(b, c)
+    rng = np.random.default_rng(seed)
+    pb, pc = _plant(b, c, delta, gain, binary, rng, sims)
+    return _sign_flip_power(pc - pb, alpha, gain, rng, flips)
+
+
+def resampled(
+    base: Sequence[float] | np.ndarray,
+    cand: Sequence[float] | np.ndarray | None = None,
+    alpha: float = 0.05,
+    power: float = POWER,
+    gain: bool = True,
+    sims: int = SIMS,
+    seed: int = 0,
+) -> Detectable:
+    """The MDE measured on the fixture's own per-case outcomes: the smallest planted change
+    (`_plant`: the real pair's churn plus delta) the gate's paired randomization test detects in
+    its direction with probability `power` at `alpha`, found by bisection with common random
+    numbers (the same seed at every delta). Without `cand`, the run is paired with itself (no
+    churn: the minimum-churn MDE). The spread reported is the pair's discordance (binary) or the
+    SD of its differences (graded)."""
+    _check(alpha, power)
+    b = _values(base, "base")
+    c = b.copy() if cand is None else _values(cand, "cand")
+    if b.shape != c.shape:
+        raise ValueError(f"paired runs must score the same cases: {b.size} and {c.size} values")
+    n = int(b.size)
+    binary = is_binary(b, c)
+    d = c - b
+    spread = float(np.count_nonzero(d)) / max(n, 1) if binary else float(d.std(ddof=1)) if n > 1 else 0.0
+    kind = "binary" if binary else "graded"
+
+    def reached(delta: float) -> bool:
+        return resampled_power(b, c, delta, alpha, gain, sims, seed) >= power
+
+    mde = math.inf
+    if n >= min_changed(alpha):
+        room = float(np.mean(1.0 - np.maximum(b, c))) if gain else float(np.mean(np.minimum(b, c)))
+        hi = max(room, 1.0 / n)
+        if reached(hi):
+            lo = 0.0
+            for _ in range(12):
+                mid = (lo + hi) / 2
+                if reached(mid):
+                    hi = mid
+                else:
+                    lo = mid
+            mde = hi
+    return Detectable(mde, n, kind, spread, "resampled gain" if gain else "resampled drop", alpha, power)

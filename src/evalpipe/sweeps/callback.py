@@ -440,7 +440,12 @@ class MLflowSweepCallback(Callback):
         console = Console(width=None if sys.stdout.isatty() else 160)
         top = top_points(self._rows, self._objective)
         sig = self._significance
-        header, body = points_table(top, self._keys, {r.run_id for r in sig.tied_rows} if sig else None)
+        header, body = points_table(
+            top,
+            self._keys,
+            {r.run_id for r in sig.tied_rows} if sig else None,
+            sig.ranks() if sig else None,
+        )
         table = Table(
             box=box.SIMPLE_HEAD,
             title=f"sweep {self._sweep_id}: top {len(top)} of {len(self._rows)} points "
@@ -561,6 +566,7 @@ class MLflowSweepCallback(Callback):
                 if sig is not None
                 else (),
                 tied={r.run_id for r in sig.tied_rows} if sig is not None else None,
+                ranks=sig.ranks() if sig is not None else None,
             ),
             "summary.csv": summary_csv(rows, self._keys, holdout=held),
         }

@@ -1,19 +1,22 @@
 """Which points of a sweep are tied with the best, and does anything beat the default?
 
 A sweep's best point is the maximum of many noisy figures. Over the points' per-case values
-of the objective (the cases every point scored), this module asks two families of paired
-questions, each corrected over its own family (Holm by default, `evalpipe.stats.corrections`):
+of the objective (the cases every point scored), every question is answered from **one family**:
+all pairwise differences of the points, with simultaneous intervals (`evalpipe.stats.ties`:
+studentised max-T, paired bootstrap and within-case permutation, family-wise error rate alpha):
 
-* every point against the best (highest mean): a point whose adjusted p >= alpha is **tied with
-  the best** (`evalpipe.stats.ties`); the best is then first among equals;
-* when the default configuration (the swept keys at the values the sweep's base config has)
-  is one of the points: every point against it, with the paired mean difference, its bootstrap
-  CI, cases won / lost and raw and adjusted p; "beats the default" is a gain with adjusted
-  p < alpha. The default tied with the best means the sweep found nothing.
+* a point is **tied with the best** unless its simultaneous interval for
+  mean_i - max_{j != i} mean_j lies entirely below 0 (multiple comparisons with the best);
+* its **rank** is shown with its simultaneous interval (tied with the best <=> the interval
+  contains 1);
+* when the default configuration (the swept keys at the values the sweep's base config has) is
+  one of the points: each point's difference from it is that pair's simultaneous interval, and
+  "beats the default" is that interval lying above 0. "Tied", "beats" and the logged
+  `sweep/best_beats_default` are read off the same intervals, so they cannot disagree (issue #40:
+  two families, Holm "vs best" and Holm "vs default", once said both "tied" and "beats").
 
-The tests are the paired randomization test and bootstrap of `evalpipe compare`; the
-minimum detectable difference (`evalpipe.stats.power`) says how small a gain the family could
-have seen at all.
+The minimum detectable difference (`evalpipe.stats.power`) says how small a gain the family
+could have seen at all, at the level one pair is held to inside the family.
 """
 
 from __future__ import annotations
@@ -24,10 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.stats.corrections import DEFAULT_METHOD, DESCRIPTION, adjust, check_method, family_alpha
-from evalpipe.stats.power import POWER, Detectable, one_run, paired
-from evalpipe.stats.resampling import paired_bootstrap_ci_diff, paired_randomization_test
-from evalpipe.stats.ties import Ties, tied_with_best
+from evalpipe.stats.corrections import DEFAULT_METHOD, check_method
+from evalpipe.stats.power import POWER, Detectable, one_run, resampled
+from evalpipe.stats.ties import METHOD, Pairs, Ties, all_pairs, ties_of
 
 RESAMPLES = 10000
 
@@ -47,6 +49,12 @@ class Settings:
             check_method(self.correction)
         except ValueError as exc:
             raise ValueError(f"sweep.correction: {exc}") from None
+        if self.correction != DEFAULT_METHOD:
+            raise ValueError(
+                f"sweep.correction: {self.correction} does not apply to a sweep: its points are compared in "
+                f"one family of all pairs ({METHOD}, family-wise error rate); leave it at "
+                f"{DEFAULT_METHOD} (the family-wise default) or out"
+            )
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"sweep.alpha must be between 0 and 1, got {self.alpha}")
         if not 0.0 < self.power < 1.0:
@@ -68,18 +76,20 @@ def settings_from(sweep: Mapping[str, Any] | None) -> Settings:
 
 @dataclass(frozen=True)
 class VsDefault:
-    """One point against the default configuration, paired over the shared cases."""
+    """One point against the default configuration: that pair's simultaneous interval (the
+    family's), cases won / lost and its family-adjusted p."""
 
     diff: float
     lo: float
     hi: float
     won: int
     lost: int
-    p: float
     p_adj: float
+    #: the pair's simultaneous interval lies above 0 (the point is surely better than the default)
+    better: bool
 
-    def beats(self, alpha: float) -> bool:
-        return self.diff > 0 and self.p_adj < alpha
+    def beats(self, alpha: float = 0.05) -> bool:
+        return self.better
 
 
 @dataclass(frozen=True)
@@ -92,6 +102,7 @@ class Significance:
     means: Sequence[float]
     cases: int
     ties: Ties
+    pairs: Pairs | None = None
     default: int | None = None
     vs_default: Sequence[VsDefault | None] = ()
     #: the smallest difference from the best the family of comparisons detects
@@ -115,16 +126,22 @@ class Significance:
         if self.default is None or self.default == self.ties.best:
             return None if self.default is None else False
         vs = self.vs_default[self.ties.best]
-        return vs is not None and vs.beats(self.settings.alpha)
+        return vs is not None and vs.better
+
+    def ranks(self) -> dict[str, str]:
+        """{run ID: `rank [lo-hi]`}, the simultaneous rank interval of each tested point."""
+        return {row.run_id: self.ties.rank_text(i) for i, row in enumerate(self.rows)}
 
     def is_tied(self, run_id: str) -> bool:
         return any(self.rows[i].run_id == run_id for i in self.ties.tied)
 
     def method_line(self) -> str:
         s = self.settings
+        pairs = len(self.rows) * (len(self.rows) - 1) // 2
         return (
-            f"paired randomization test on {self.cases} shared cases ({s.resamples} resamples), p adjusted "
-            f"over each family ({DESCRIPTION[s.correction]}), alpha {s.alpha:g}"
+            f"one family: all {pairs} pairs of points on {self.cases} shared cases, {METHOD} "
+            f"({s.resamples} resamples and permutations), family-wise alpha {s.alpha:g}; intervals are "
+            f"simultaneous at {100 * (1 - s.alpha):g}% over the family"
         )
 
     def headline(self, label) -> str:
@@ -132,7 +149,7 @@ class Significance:
         names = ", ".join(label(r) for r in self.tied_rows)
         return (
             f"{self.ties.size} of {len(self.rows)} points are tied with the best on {self.objective} "
-            f"(not significantly worse after correction): {names}"
+            f"(no point is surely better, {100 * (1 - self.settings.alpha):g}% simultaneous): {names}"
         )
 
     def warnings(self, label) -> list[str]:
@@ -140,14 +157,15 @@ class Significance:
         if self.default_tied and self.default != self.ties.best:
             out.append(
                 f"the default configuration ({label(self.rows[self.default])}) is tied with the best: the "
-                f"sweep found nothing the paired test can tell from the default on {self.objective}"
+                f"sweep found nothing the family's intervals can tell from the default on {self.objective}"
             )
         if self.default is not None and self.best_beats_default is False and self.default != self.ties.best:
             vs = self.vs_default[self.ties.best]
             if vs is not None:
                 out.append(
                     f"the best point is NOT significantly better than the default ({self.objective} "
-                    f"{vs.diff:+.4f}, p = {vs.p:.4f}, adjusted {vs.p_adj:.4f}); tied with the best: "
+                    f"{vs.diff:+.4f}, {100 * (1 - self.settings.alpha):g}% simultaneous interval "
+                    f"[{vs.lo:+.4f}, {vs.hi:+.4f}], family-adjusted p {vs.p_adj:.4f}); tied with the best: "
                     + ", ".join(label(r) for r in self.tied_rows)
                 )
         if self.default is not None and self.default == self.ties.best:
@@ -197,36 +215,32 @@ def significance(
     if not shared:
         return None
     points = [rows[i] for i in keep]
-    values = [np.array([per_case[i][c] for c in shared], dtype=np.float64) for i in keep]  # type: ignore[index]
-    means = [float(v.mean()) for v in values]
-    best = max(range(len(points)), key=lambda i: (means[i], -i))
+    values = np.array([[per_case[i][c] for c in shared] for i in keep], dtype=np.float64)  # type: ignore[index]
+    means = [float(v) for v in values.mean(axis=1)]
     s = settings
-    p_best = [
-        None if i == best else paired_randomization_test(values[best], v, s.resamples, s.seed)
-        for i, v in enumerate(values)
-    ]
-    ties = tied_with_best(means, p_best, s.alpha, s.correction, best)
+    (pairs,) = all_pairs([values], s.alpha, s.resamples, s.seed)
+    ties = ties_of(pairs)
+    best = ties.best
     d = keep.index(default) if default is not None and default in keep else None
     vs: list[VsDefault | None] = []
     if d is not None:
-        raw = [
-            None if i == d else paired_randomization_test(v, values[d], s.resamples, s.seed)
-            for i, v in enumerate(values)
-        ]
-        adjusted = adjust(raw, s.correction)
         for i, v in enumerate(values):
-            if i == d or raw[i] is None:
+            if i == d:
                 vs.append(None)
                 continue
-            diff, lo, hi = paired_bootstrap_ci_diff(v, values[d], s.resamples, 1 - s.alpha, s.seed)
             won, lost = int(np.sum(v > values[d])), int(np.sum(v < values[d]))
-            vs.append(VsDefault(diff, lo, hi, won, lost, float(raw[i]), float(adjusted[i])))  # type: ignore[arg-type]
-    level = family_alpha(s.alpha, len(points) - 1, s.correction)
-    if d is not None and d != best:  # the spread of the best's differences from the default
-        mde = paired(values[d], values[best], level, s.power)
+            vs.append(
+                VsDefault(
+                    float(pairs.diff[i, d]), pairs.lo(i, d), pairs.hi(i, d), won, lost,
+                    float(pairs.p_adj[i, d]), pairs.better(i, d),
+                )
+            )  # fmt: skip
+    level = pairs.pair_alpha
+    if d is not None and d != best:  # measured: a gain planted on the default / best pair's outcomes
+        mde = resampled(values[d], values[best], level, s.power, gain=True, seed=s.seed)
     else:
         mde = one_run(values[best], level, s.power)
-    return Significance(objective, s, points, means, len(shared), ties, d, vs, mde, tuple(notes))
+    return Significance(objective, s, points, means, len(shared), ties, pairs, d, vs, mde, tuple(notes))
 
 
 # --- what the summary, the parent run and the terminal show ---------------------------------------
@@ -247,29 +261,31 @@ def markdown(sig: Significance, keys: Sequence[str], label) -> list[str]:
     # lazy: evalpipe.reporting.report, yaml, ~51 ms
     from evalpipe.reporting.report import markdown_table
 
+    level = f"{100 * (1 - sig.settings.alpha):g}% simultaneous"
     out = ["## Tied with the best", "", f"_{sig.method_line()}_", "", f"**{sig.headline(label)}**", ""]
     header = [
         "job",
         *keys,
         sig.objective,
+        f"rank [{level}]",
         "Δ vs best",
-        "p vs best",
-        f"p adj ({sig.settings.correction})",
+        f"mean − max of the others [{level}]",
         "tied",
     ]
     if sig.default is not None:
-        header += ["Δ vs default [CI]", "won/lost", "p adj vs default", "beats default"]
+        header += [f"Δ vs default [{level}]", "won/lost", "p adj (family)", "beats default"]
     body = []
     best = sig.means[sig.ties.best]
+    t = sig.ties
     for i, row in enumerate(sig.rows):
         cells = [
             "—" if row.job is None else str(row.job),
             *(str(row.values.get(k, "—")) for k in keys),
             f"{sig.means[i]:.4f}",
-            "(best)" if i == sig.ties.best else f"{sig.means[i] - best:+.4f}",
-            "" if sig.ties.p_raw[i] is None else f"{sig.ties.p_raw[i]:.4f}",
-            "" if sig.ties.p_adj[i] is None else f"{sig.ties.p_adj[i]:.4f}",
-            "yes" if sig.ties.is_tied(i) else "",
+            t.rank_text(i),
+            "(best)" if i == t.best else f"{sig.means[i] - best:+.4f}",
+            f"[{t.mcb_lo[i]:+.4f}, {t.mcb_hi[i]:+.4f}]",
+            "yes" if t.is_tied(i) else "",
         ]
         if sig.default is not None:
             vs = sig.vs_default[i]
@@ -280,7 +296,7 @@ def markdown(sig: Significance, keys: Sequence[str], label) -> list[str]:
                     f"{vs.diff:+.4f} [{vs.lo:+.4f}, {vs.hi:+.4f}]",
                     f"{vs.won}/{vs.lost}",
                     f"{vs.p_adj:.4f}",
-                    "yes" if vs.beats(sig.settings.alpha) else "no",
+                    "yes" if vs.better else "no",
                 ]
             else:
                 cells += ["", "", "", ""]
@@ -319,4 +335,5 @@ def tags(sig: Significance) -> dict[str, str]:
     return {
         "evalpipe.sweep.tied_runs": ",".join(r.run_id for r in sig.tied_rows)[:5000],
         "evalpipe.sweep.correction": sig.settings.correction,
+        "evalpipe.sweep.family": f"all {len(sig.rows) * (len(sig.rows) - 1) // 2} pairs, {METHOD}",
     }

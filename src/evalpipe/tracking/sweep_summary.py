@@ -248,18 +248,24 @@ def _columns(rows: Sequence[SweepRow]) -> list[tuple[str, str, str]]:
 
 
 def points_table(
-    rows: Sequence[SweepRow], keys: Sequence[str], tied_ids: Collection[str] | None = None
+    rows: Sequence[SweepRow],
+    keys: Sequence[str],
+    tied_ids: Collection[str] | None = None,
+    ranks: Mapping[str, str] | None = None,
 ) -> tuple[list[str], list[list[str]]]:
     """The points' figures; with `tied_ids` (run IDs), a `tied` column marking the points tied with
-    the best (`sweeps.significance`)."""
+    the best, and with `ranks` ({run ID: `rank [lo-hi]`}) each point's rank on the objective with
+    its simultaneous 95% interval (`sweeps.significance`: the same family as `tied`)."""
     cols = _columns(rows)
     tied = [] if tied_ids is None else ["tied"]
-    header = ["job", *keys, *(h for h, _, _ in cols), *tied, "status", "run"]
+    rank = [] if ranks is None else ["rank [sim. CI]"]
+    header = ["job", *keys, *(h for h, _, _ in cols), *rank, *tied, "status", "run"]
     body = [
         [
             DASH if r.job is None else str(r.job),
             *(_cell(r.values.get(k, DASH)) for k in keys),
             *(_fmt(r, name, kind) for _, name, kind in cols),
+            *([(ranks or {}).get(r.run_id, "")] if rank else []),
             *(["="] if tied and r.run_id in (tied_ids or ()) else [""] if tied else []),
             r.status.lower(),
             f"`{r.run_id}`",
@@ -279,6 +285,7 @@ def summary_markdown(
     holdout_lines: Sequence[str] = (),
     tied_lines: Sequence[str] = (),
     tied: Collection[str] | None = None,
+    ranks: Mapping[str, str] | None = None,
 ) -> str:
     """The sweep's Markdown summary: the hold-out check (dev-split sweeps, `holdout.markdown`'s
     lines, rendered by the caller so this module never imports `holdout`, which imports it), the
@@ -295,7 +302,7 @@ def summary_markdown(
         out += [f"**{note}**", ""]
     out += list(holdout_lines)
     out += list(tied_lines)
-    out += ["## Points", ""] + markdown_table(*points_table(rows, keys, tied)) + [""]
+    out += ["## Points", ""] + markdown_table(*points_table(rows, keys, tied, ranks)) + [""]
     best = best_points(rows, best_metric_names(rows, objective))
     if best:
         header = ["metric", "best", "job", *keys, "run"]
