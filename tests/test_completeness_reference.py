@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_metrics_trec_eval import CRANFIELD, random_collection, read_qrels, trec_order
 
 from evalpipe.scoring import completeness as c
 from evalpipe.scoring import metrics as m
 from evalpipe.scoring.names import metric_name
+from test_metrics_trec_eval import CRANFIELD, random_collection, read_qrels, trec_order
 
 pytrec_eval = pytest.importorskip("pytrec_eval", reason="pytrec-eval-terrier is not installed (dev extra)")
 ir_measures = pytest.importorskip("ir_measures", reason="ir_measures is not installed (dev extra)")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TINY_UNITS
 
+from conftest import TINY_UNITS
 from evalpipe.corpus import file_sha256
 from evalpipe.judge.batch import read_batch
 from evalpipe.labelling import pool_cli
