@@ -14,7 +14,7 @@ from cli_helpers import cli_env
 from evalpipe.__main__ import SUBCOMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPECTED = ("compare", "check-fixture", "merge-judgements", "sync", "gate", "baseline")
+EXPECTED = ("compare", "check-fixture", "merge-judgements", "sync", "gate", "baseline", "pool", "label")
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -31,14 +31,6 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "merge-judgements": Subcommand(
         "evalpipe.judge.merge", "main", "add reviewed judge verdicts (judged.tsv) to a new fixture version"
     ),
-    "pool": Subcommand(
-        "evalpipe.labelling.pool_cli",
-        "main",
-        "pool several runs' unlabelled top-k candidates into a judging batch",
-    ),
-    "label": Subcommand(
-        "evalpipe.labelling.label_cli", "main", "label a judging batch in a local web page (grades 0/1/2)"
-    ),
     "sync": Subcommand(
         "evalpipe.tracking.sync", "main", "upload runs saved offline (or while the store was down) to MLflow"
     ),
@@ -47,5 +39,13 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     ),
     "baseline": Subcommand(
         "evalpipe.gate.cli", "baseline_main", "name, list or export the baselines the gate compares with"
+    ),
+    "pool": Subcommand(
+        "evalpipe.labelling.pool_cli",
+        "main",
+        "pool several runs' unlabelled top-k candidates into a judging batch",
+    ),
+    "label": Subcommand(
+        "evalpipe.labelling.label_cli", "main", "label a judging batch in a local web page (grades 0/1/2)"
     ),
 }
