@@ -7,6 +7,7 @@ restart resumes where it stopped. Skipped when chromium or chromedriver is not i
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -17,8 +18,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evalpipe.fixture_check import cli as check_cli
+from evalpipe.inputs.fixture import load_fixture
+from evalpipe.judge import merge
 from evalpipe.judge.batch import current, read_batch, read_labels
 from evalpipe.labelling import label_cli, pool_cli
+from evalpipe.scoring import metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -77,7 +82,7 @@ def pooled(tmp_path_factory):
         assert proc.returncode == 0, err
     batch = tmp / "goldpart.pool.jsonl"
     assert pool_cli.main(["--fixture", str(fx), "--depth", "3", *folders, "-o", str(batch)]) == 0
-    return fx, batch
+    return fx, batch, folders
 
 
 class Server:
@@ -134,7 +139,7 @@ def shown(driver) -> tuple[str, str]:
 
 
 def test_label_a_pool_in_chromium_and_kill_9_loses_nothing(pooled, browser):
-    fx, batch = pooled
+    fx, batch, folders = pooled
     items = read_batch(batch).items
     assert len(items) >= 8
     assert {r for it in items for r in it.runs} == {"bm25", "bm25f", "exact"}
@@ -190,3 +195,32 @@ def test_label_a_pool_in_chromium_and_kill_9_loses_nothing(pooled, browser):
         for k, v in current(read_labels(batch.with_name("goldpart.pool.labels.jsonl"))).items()
     }
     assert standing == given
+
+    # The page's labels merged: the new fixture passes check-fixture, and each run's strict R@5
+    # changes exactly where a newly positive label sits in its top 5 (recounted from its cases.jsonl).
+    out = fx.parent / "fx_v2.yaml"
+    assert merge.main([str(fx), str(batch.with_name("goldpart.pool.labels.jsonl")), "-o", str(out)]) == 0
+    assert check_cli.main([str(out)]) == 0
+    old = {c.id: dict(c.qrels) for c in load_fixture(fx).cases}
+    new = {c.id: dict(c.qrels) for c in load_fixture(out).cases}
+    assert {(c, u): g for c in new for u, g in new[c].items() if u not in old[c]} == given_graded(given)
+    changed_somewhere = False
+    for folder in folders:
+        rows = [
+            json.loads(x) for x in (Path(folder) / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+        ]
+        ids = [r["case_id"] for r in rows]
+        tops = [json.loads(r["top"]) for r in rows]
+        after = metrics.evaluate(tops, [new[c] for c in ids], [5])["recall_at_5"]
+        for row, top, value in zip(rows, tops, after, strict=True):
+            gained = any(new[row["case_id"]].get(u, 0) >= 1 for u in top[:5])
+            assert value == (1.0 if gained else 0.0)
+            assert row["recall_at_5"] == (
+                1.0 if any(old[row["case_id"]].get(u, 0) >= 1 for u in top[:5]) else 0.0
+            )
+            changed_somewhere |= value != row["recall_at_5"]
+    assert changed_somewhere == any(g >= 1 for g in given_graded(given).values())
+
+
+def given_graded(given):
+    return {k: g for k, g in given.items() if g is not None}

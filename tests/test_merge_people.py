@@ -146,6 +146,13 @@ def test_a_block_list_becomes_a_mapping_when_a_person_grades_2_or_0():
     text, data, _, added = merge.merge_text(FIXTURE, rows, "fx.yaml", "l.jsonl", people=True)
     assert added == 2
     assert data["cases"][2]["expected"] == {GUIDE: 1, MOD: 2, SM: 0}
-    assert "expected:\n      {docs/guide.md#install: 1, pkg/a.py: 2, pkg/a.py::Session.merge: 0}\n" in text
+    assert "    expected: {docs/guide.md#install: 1, pkg/a.py: 2, pkg/a.py::Session.merge: 0}\n" in text
+    # A block list at the key's own indentation (yaml.safe_dump's layout) too.
+    dumped = FIXTURE.replace(
+        "    expected:\n      - docs/guide.md#install\n",
+        "    expected:\n    - docs/guide.md#install\n    notes: x\n",
+    )
+    text, data, _, _ = merge.merge_text(dumped, rows, "fx.yaml", "l.jsonl", people=True)
+    assert data["cases"][2]["expected"] == {GUIDE: 1, MOD: 2, SM: 0} and data["cases"][2]["notes"] == "x"
     with pytest.raises(merge.EvalpipeError, match="grade 2 for case 'c3'"):  # a judge's TSV still refuses
         merge.merge_text(FIXTURE, rows, "fx.yaml", "j.tsv")

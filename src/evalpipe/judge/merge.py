@@ -184,11 +184,17 @@ def _as_mapping(
     found = _mapping_get(case, "expected")
     if found is None:
         raise EvalpipeError(f"{where}: case {add[0].case_id!r} has no expected list; add the IDs by hand")
-    node = found[1]
+    key, node = found
     old_ids = [exp] if isinstance(exp, str) else list(exp or [])
     items = [f"{_plain(i)}: 1" for i in old_ids] + [f"{_plain(r.unit_id)}: {r.grade}" for r in add]
     start, end = node.start_mark.index, node.end_mark.index
-    end = start + len(text[start:end].rstrip())  # a block list's span ends past its last newline
+    if not node.flow_style and isinstance(node, yaml.SequenceNode):
+        # A block list (indented or not) is replaced from just after `expected:`, so the mapping
+        # sits on the key's line whatever the list's indentation was.
+        start = text.index(":", key.end_mark.index) + 1
+        end = node.end_mark.index
+        end = start + len(text[start:end].rstrip())  # a block list's span ends past its last newline
+        return start, end, " {" + ", ".join(items) + "}"
     return start, end, "{" + ", ".join(items) + "}"
 
 
@@ -297,7 +303,11 @@ def merge_text(
     data["version"] = version
     for start, end, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         text = text[:start] + new + text[end:]
-    if yaml.safe_load(text) != data:  # never hand back a fixture that says something else
+    try:
+        same = yaml.safe_load(text) == data
+    except yaml.YAMLError:
+        same = False
+    if not same:  # never hand back a fixture that says something else
         raise EvalpipeError(f"{where}: could not edit this layout safely; add the IDs by hand")
     return text, data, skipped, added
 
