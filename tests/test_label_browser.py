@@ -72,7 +72,8 @@ def pooled(tmp_path_factory):
     for ranker in ("bm25", "bm25f", "exact"):  # three real runs, at once
         out = tmp / f"run_{ranker}"
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "evalpipe", f"fixture.path={fx}", "fixture.name=goldpart", f"ranker={ranker}",
+            [sys.executable, "-m", "evalpipe", f"fixture.path={fx}", "fixture.name=goldpart",
+             f"ranker={ranker}",
              "tracking.offline=true", "progress=false", "plots=false", f"hydra.run.dir={out}"],
             env=env(), cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         ))  # fmt: skip

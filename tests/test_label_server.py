@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TINY_UNITS
 
+from conftest import TINY_UNITS
 from evalpipe.core.unit import Unit
 from evalpipe.judge.batch import Item, current, read_batch, read_labels, write_batch
 from evalpipe.labelling.server import make_app

@@ -8,8 +8,8 @@ import json
 import math
 
 import pytest
-from conftest import TINY_UNITS
 
+from conftest import TINY_UNITS
 from evalpipe.fixture_check import cli as check_cli
 from evalpipe.inputs.fixture import load_fixture
 from evalpipe.judge import merge
@@ -76,7 +76,8 @@ def test_conflicts_are_refused_one_line_each(labelled, capsys):
     assert merge.main([str(fx), str(labels), "-o", str(fx.parent / "out.yaml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        f"evalpipe merge-judgements: error: {labels}:8: case 'c3' unit 'pkg/a.py': assessors disagree (bob 1, alice 0)",
+        f"evalpipe merge-judgements: error: {labels}:8: case 'c3' unit 'pkg/a.py': "
+        "assessors disagree (bob 1, alice 0)",
         "evalpipe merge-judgements: 1 conflict(s): settle them, or give --rule max|min|majority",
     ]
     assert not (fx.parent / "out.yaml").exists()

@@ -75,7 +75,8 @@ def label_warnings(result: Result) -> list[str]:
         )
         out.append(
             f"{c.metric}: {c.run.label} differs from {base.label} by {c.diff:+.4f}, and its judged@{k} is "
-            f"{mine:.1%} against {theirs:.1%} ({gap * 100:+.1f} points, the same direction){cond}: the strict "
+            f"{mine:.1%} against {theirs:.1%} ({gap * 100:+.1f} points, the same direction){cond}: "
+            "the strict "
             f"difference may be the labels' doing (label the pool: evalpipe pool, docs/growing_fixtures.md)"
         )
     return out

@@ -273,6 +273,7 @@ def check_fixture(batch: Batch, sha256: str, fixture: str) -> None:
     """Refuse a batch pooled on another fixture or on this one before it was edited."""
     if batch.fixture_sha256 != sha256:
         raise EvalpipeError(
-            f"{batch.path}: pooled on fixture sha256 {batch.fixture_sha256[:12]} ({batch.header.get('fixture')}), "
+            f"{batch.path}: pooled on fixture sha256 {batch.fixture_sha256[:12]} "
+            f"({batch.header.get('fixture')}), "
             f"but {fixture} is {sha256[:12]}: another fixture, or edited since pooling; pool it again"
         )

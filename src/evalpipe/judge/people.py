@@ -83,8 +83,9 @@ def merged_labels(path: Path, fixture_sha256: str, rule: str | None = None) -> l
     for lab in labels:
         if lab.fixture_sha256 != fixture_sha256:
             raise EvalpipeError(
-                f"{path}:{lab.line}: labelled on fixture sha256 {lab.fixture_sha256[:12] or '?'}, but the fixture "
-                f"is {fixture_sha256[:12]}: another fixture, or edited since pooling; merge into the one labelled"
+                f"{path}:{lab.line}: labelled on fixture sha256 {lab.fixture_sha256[:12] or '?'}, but the "
+                f"fixture is {fixture_sha256[:12]}: another fixture, or edited since pooling; merge into the "
+                "one labelled"
             )
     by_pair: dict[tuple[str, str], list[Label]] = {}
     for (case_id, unit_id, _), lab in current(labels).items():

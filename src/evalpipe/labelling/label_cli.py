@@ -108,7 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop: the finally below releases the lock
     p = session.progress()
     print(
-        f"{args.batch}: {p['total']} items, {p['judged']} judged and {p['skipped']} skipped by {session.assessor}"
+        f"{args.batch}: {p['total']} items, {p['judged']} judged and {p['skipped']} skipped by "
+        f"{session.assessor}"
         f"{' (others: ' + ', '.join(session.others) + ')' if session.others else ''}; verdicts go to "
         f"{session.path}",
         flush=True,

@@ -19,17 +19,20 @@ button{font-size:1em;margin-right:.4em;padding:.3em .8em}
 #done{display:none;font-size:1.2em;color:#1b5e20}
 </style></head>
 <body>
-<div class="meta"><span id="progress"></span> · <span id="timing"></span> · assessor <b id="assessor"></b></div>
+<div class="meta"><span id="progress"></span> · <span id="timing"></span>
+  · assessor <b id="assessor"></b></div>
 <div id="item">
   <div class="meta">case <code id="case"></code> · tier <span id="tier"></span></div>
   <div id="query"></div>
-  <div class="meta">candidate <code id="candidate"></code> · <span id="kind"></span> · <span id="path"></span></div>
+  <div class="meta">candidate <code id="candidate"></code> · <span id="kind"></span>
+    · <span id="path"></span></div>
   <div id="expected" class="meta"></div>
   <pre id="context"></pre>
   <pre id="text"></pre>
   <div>
     <button data-grade="0">0 not relevant</button><button data-grade="1">1 partly</button>
-    <button data-grade="2">2 relevant</button><button id="skip">s skip</button><button id="undo">u undo</button>
+    <button data-grade="2">2 relevant</button><button id="skip">s skip</button>
+    <button id="undo">u undo</button>
   </div>
 </div>
 <div id="done">Every item of this batch is judged (or skipped). Merge with evalpipe merge-judgements.</div>
@@ -42,7 +45,8 @@ function highlight(el, text, query){
   el.textContent = "";
   const ws = words(query);
   if(!ws.length){el.textContent = text; return;}
-  const re = new RegExp("(" + ws.map(w => w.replace(/[.*+?^${}()|[\\]\\\\]/g, "\\\\$&")).join("|") + ")", "gi");
+  const alts = ws.map(w => w.replace(/[.*+?^${}()|[\\]\\\\]/g, "\\\\$&")).join("|");
+  const re = new RegExp("(" + alts + ")", "gi");
   let last = 0, m;
   while((m = re.exec(text)) !== null){
     el.appendChild(document.createTextNode(text.slice(last, m.index)));
@@ -98,7 +102,8 @@ function grade(g){
   act("api/label", {case_id: current.case_id, candidate: current.candidate, grade: g,
                      seconds: (performance.now() - shownAt) / 1000});
 }
-document.querySelectorAll("button[data-grade]").forEach(b => b.onclick = () => grade(Number(b.dataset.grade)));
+document.querySelectorAll("button[data-grade]")
+  .forEach(b => b.onclick = () => grade(Number(b.dataset.grade)));
 document.getElementById("skip").onclick = () => grade(null);
 document.getElementById("undo").onclick = () => act("api/undo", {});
 document.addEventListener("keydown", e => {

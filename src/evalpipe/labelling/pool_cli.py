@@ -30,7 +30,8 @@ PROG = "evalpipe pool"
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
-        description="Pool the unlabelled top-k candidates of several runs on one fixture into a judging batch, "
+        description="Pool the unlabelled top-k candidates of several runs on one fixture into a judging "
+        "batch, "
         "the candidates that can change a comparison first.",
     )
     p.add_argument(
@@ -83,7 +84,8 @@ def _run(args: argparse.Namespace) -> int:
         if r.fixture_sha256 != fixture.sha256:
             raise EvalpipeError(
                 f"{r.source} ({r.label}) ran on fixture sha256 {r.fixture_sha256[:12] or '?'}, but "
-                f"{args.fixture} is {fixture.sha256[:12]}: another fixture, or edited since; re-run it on this one"
+                f"{args.fixture} is {fixture.sha256[:12]}: another fixture, or edited since; "
+                "re-run it on this one"
             )
     runs = unique_labels(runs)
     cases = [(c.id, c.tier, c.query, c.qrels) for c in fixture.cases if c.qrels]

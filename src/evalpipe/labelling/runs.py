@@ -106,7 +106,7 @@ def from_mlflow(tracking_uri: str, run_id: str) -> list[PooledRun]:
                 rows = [dict(zip(table["columns"], row, strict=False)) for row in table["data"]]
             except Exception:
                 if children:
-                    continue  # a suite's or sweep's child without cases (a reused point): its original is there
+                    continue  # a child without cases (a reused sweep point): its original is there
                 raise EvalpipeError(f"run {run_id}: no {CASES_ARTIFACT} artifact (per-case table)") from None
         out.append(_from_rows(rows, label, f"run {r.info.run_id}", str(r.data.tags.get(FIXTURE_TAG) or "")))
     if not out:

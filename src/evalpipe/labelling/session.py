@@ -74,7 +74,8 @@ class Session:
                 raise EvalpipeError(f"{self.path}:{lab.line}: a label for another fixture than the batch's")
             if (lab.case_id, lab.candidate) not in known:
                 raise EvalpipeError(
-                    f"{self.path}:{lab.line}: case {lab.case_id!r} / unit {lab.candidate!r} is not in the batch"
+                    f"{self.path}:{lab.line}: case {lab.case_id!r} / unit {lab.candidate!r} "
+                    "is not in the batch"
                 )
         mine = [lab for lab in labels if lab.assessor == assessor]
         self.standing = {(k[0], k[1]): v for k, v in current(mine).items()}

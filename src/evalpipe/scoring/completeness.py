@@ -74,7 +74,7 @@ def judged_at(
 
 
 def bpref(ranked: Sequence[Sequence[str]], qrels: Sequence[Mapping[str, int]], depth: int) -> np.ndarray:
-    """float[n]: trec_eval ``bpref`` of each ranking cut at `depth` (0 when the case has no relevant label)."""
+    """float[n]: trec_eval ``bpref`` of each ranking cut at `depth` (0 without a relevant label)."""
     out = np.zeros(len(ranked), dtype=np.float64)
     for i, (ids, judged) in enumerate(zip(ranked, qrels, strict=True)):
         n_rel = sum(1 for g in judged.values() if g >= metrics.RELEVANCE_LEVEL)
