@@ -92,10 +92,14 @@ def test_restart_resumes_and_a_foreign_label_is_refused(session, tmp_path):
     assert again.shown().item.candidate == "docs/guide.md#install"
     other = Session(session.batch, session.units, session.expected, "bob")  # another assessor starts over
     assert other.shown().index == 0 and other.others == ["alice"]
+    other.give("c1", "pkg/a.py::Session.merge", 0, 1.0)
+    other.give("c1", "docs/guide.md#install", 1, 1.0)  # alice has not graded it: not compared
+    (line,) = Session(session.batch, session.units, session.expected, "bob").agreement_lines()
+    assert line.startswith("bob vs alice: 1 items judged by both, agree on 100%, Cohen's kappa 1.00")
     with session.path.open("a", encoding="utf-8") as fh:
         fh.write(json.dumps({"case_id": "zz", "candidate": "x", "grade": 1, "assessor": "a"}) + "\n")
     with pytest.raises(
-        EvalpipeError, match=r"b.pool.labels.jsonl:2: case 'zz' / unit 'x' is not in the batch"
+        EvalpipeError, match=r"b.pool.labels.jsonl:4: case 'zz' / unit 'x' is not in the batch"
     ):
         Session(session.batch, session.units, session.expected, "alice")
 

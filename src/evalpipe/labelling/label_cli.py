@@ -114,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{session.path}",
         flush=True,
     )
+    for line in session.agreement_lines():
+        print(line, flush=True)
     print(f"labelling page: http://127.0.0.1:{server.server_port}/?token={token}", flush=True)
     try:
         server.serve_forever()

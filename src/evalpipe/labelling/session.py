@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from evalpipe.core.unit import Unit
+from evalpipe.judge.agreement import agreement
 from evalpipe.judge.batch import GRADES, Batch, Item, Label, append_label, current, read_labels
 from evalpipe.safety.errors import EvalpipeError
 
@@ -90,6 +91,7 @@ class Session:
                     self.history.remove(key)
                 self.history.append(key)
         self.others = sorted({lab.assessor for lab in labels if lab.assessor != assessor})
+        self._all = labels
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -139,6 +141,22 @@ class Session:
                 "context": s.context,
                 "expected": list(s.expected),
             }
+        return out
+
+    def agreement_lines(self) -> list[str]:
+        """This assessor against each other one on the items both graded (judge.agreement)."""
+        standing = current(self._all)
+        mine = {(c, u): lab.grade for (c, u, a), lab in standing.items() if a == self.assessor}
+        out = []
+        for other in self.others:
+            pairs = [
+                (mine[(c, u)], lab.grade)
+                for (c, u, a), lab in standing.items()
+                if a == other and lab.grade is not None and mine.get((c, u)) is not None
+            ]
+            found = agreement(pairs)  # type: ignore[arg-type]
+            if found is not None:
+                out.append(found.line(self.assessor, other))
         return out
 
     # --- writing ------------------------------------------------------------------------------
