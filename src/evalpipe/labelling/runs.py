@@ -9,6 +9,7 @@ artifact and tags; a sweep parent or a suite run stands for its child runs.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ def from_mlflow(tracking_uri: str, run_id: str) -> list[PooledRun]:
     # lazy: mlflow, ~700 ms
     from mlflow.tracking import MlflowClient
 
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one summary, no bars
     client = MlflowClient(tracking_uri=tracking_uri)
     try:
         run = client.get_run(run_id)
