@@ -37,6 +37,11 @@ def check(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], ks
     ranked = [trec_order(run[q]) for q in qids]
     judged = [qrels[q] for q in qids]
     ours = c.completeness_per_case(ranked, judged, ks, m.FAMILIES)
+    # The same from the run's strict matrix (how a run computes them): identical.
+    reused = c.completeness_per_case(
+        ranked, judged, ks, m.FAMILIES, m.relevance_matrix(ranked, judged, depth)
+    )
+    assert set(reused) == set(ours) and all(np.array_equal(reused[k], ours[k]) for k in ours)
     cut = _cut(run, depth)
 
     # bpref: trec_eval on the run cut at the depth (trec_eval has no cutoff for bpref).

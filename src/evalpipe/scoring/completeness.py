@@ -26,6 +26,7 @@ Each is a per-case array, averaged over the judged cases like every ranking metr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain
 
 import numpy as np
 
@@ -38,62 +39,101 @@ CONDENSED = "condensed_"
 CONDENSED_FAMILIES = (metrics.RECALL, metrics.MRR, metrics.NDCG)
 
 
-def judged_matrix(
-    ranked: Sequence[Sequence[str]], qrels: Sequence[Mapping[str, int]], depth: int
+def label_matrix(
+    ranked: Sequence[Sequence[str]],
+    qrels: Sequence[Mapping[str, int]],
+    depth: int,
+    strict: metrics.Relevance | None = None,
 ) -> np.ndarray:
-    """bool[n, depth]: the item at this rank carries a label (any grade); False past the list's end.
+    """float[n, depth]: the grade of the item at each rank, NaN where it is unlabelled (or past the end).
 
-    One C-level `map(dict.__contains__, ...)` per case and one scatter, not a Python loop per rank."""
-    out = np.zeros((len(ranked), depth), dtype=bool)
+    Built like `metrics.relevance_matrix`: with up to `metrics.SCAN_LIMIT` labels a case's labels
+    are found in its ranking by `list.index` (a C scan), otherwise the ranking is looked up in the
+    labels; one scatter at the end. A repeated item counts at its first rank only, as in every metric.
+    Given the run's `strict` matrix (same depth), its positive gains are the positive labels already
+    placed, and only the labels of grade <= 0 (few, if any) are looked for.
+    """
+    out = np.full((len(ranked), depth), np.nan)
+    reuse = strict is not None and strict.depth == depth
+    if reuse:
+        positive = strict.grades > 0
+        out[positive] = strict.grades[positive]
     rows: list[int] = []
     cols: list[int] = []
+    vals: list[float] = []
     for i, (ids, judged) in enumerate(zip(ranked, qrels, strict=True)):
-        if judged and ids:
-            top = ids[:depth]
-            hit = [pos for pos, yes in enumerate(map(judged.__contains__, top)) if yes]
-            rows += [i] * len(hit)
-            cols += hit
+        if not judged or not ids:
+            continue
+        top = ids if len(ids) <= depth else ids[:depth]
+        if len(judged) <= metrics.SCAN_LIMIT:
+            for doc, grade in judged.items():
+                if reuse and grade > 0:
+                    continue
+                try:
+                    cols.append(top.index(doc))
+                except ValueError:  # not retrieved
+                    continue
+                rows.append(i)
+                vals.append(grade)
+        else:
+            seen: set[str] = set()
+            for pos, grade in enumerate(map(judged.get, top)):
+                if grade is not None and top[pos] not in seen:
+                    seen.add(top[pos])
+                    if reuse and grade > 0:
+                        continue
+                    rows.append(i)
+                    cols.append(pos)
+                    vals.append(grade)
     if rows:
-        out[rows, cols] = True
+        out[rows, cols] = vals
     return out
 
 
-def judged_at(
-    ranked: Sequence[Sequence[str]], qrels: Sequence[Mapping[str, int]], ks: Sequence[int]
-) -> dict[str, np.ndarray]:
+def _returned(ranked: Sequence[Sequence[str]], depth: int) -> np.ndarray:
+    return np.minimum(np.fromiter(map(len, ranked), dtype=np.int64, count=len(ranked)), depth)
+
+
+def judged_at(grades: np.ndarray, returned: np.ndarray, ks: Sequence[int]) -> dict[str, np.ndarray]:
     """``judged_at_{k}`` per case for every k (ir_measures ``Judged@k``; 1 for an empty ranking)."""
-    ks = sorted({int(k) for k in ks})
-    labelled = judged_matrix(ranked, qrels, ks[-1]).cumsum(axis=1)
-    returned = np.fromiter(map(len, ranked), dtype=np.int64, count=len(ranked))
+    labelled = np.cumsum(~np.isnan(grades), axis=1)
     out = {}
-    for k in ks:
+    for k in sorted({int(x) for x in ks}):
         shown = np.minimum(returned, k)
-        num = labelled[:, k - 1].astype(np.float64) if labelled.size else np.zeros(len(ranked))
+        num = labelled[:, k - 1].astype(np.float64)
         out[JUDGED_AT.format(k=k)] = np.where(shown > 0, num / np.maximum(shown, 1), 1.0)
     return out
 
 
+def _label_counts(qrels: Sequence[Mapping[str, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """int[n] relevant labels (grade >= 1) and int[n] judged non-relevant ones (0 <= grade < 1)."""
+    n = len(qrels)
+    sizes = np.fromiter(map(len, qrels), dtype=np.int64, count=n)
+    flat = np.fromiter(
+        chain.from_iterable(q.values() for q in qrels), dtype=np.float64, count=int(sizes.sum())
+    )
+    owner = np.repeat(np.arange(n), sizes)
+    rel = flat >= metrics.RELEVANCE_LEVEL
+    nonrel = (flat >= 0) & ~rel
+    return np.bincount(owner[rel], minlength=n), np.bincount(owner[nonrel], minlength=n)
+
+
+def bpref_of(grades: np.ndarray, n_rel: np.ndarray, n_nonrel: np.ndarray) -> np.ndarray:
+    """float[n]: trec_eval ``bpref`` from the label matrix (0 without a relevant label)."""
+    with np.errstate(invalid="ignore"):
+        rel = grades >= metrics.RELEVANCE_LEVEL
+        nonrel = (grades >= 0) & ~rel
+    above = np.cumsum(nonrel, axis=1) - nonrel  # judged non-relevant items above each rank
+    r = n_rel[:, None].astype(np.float64)
+    den = np.minimum(r, n_nonrel[:, None]).astype(np.float64)
+    penalty = np.divide(np.minimum(above, r), den, out=np.zeros(grades.shape), where=(above > 0) & (den > 0))
+    total = np.where(rel, 1.0 - penalty, 0.0).sum(axis=1)
+    return np.divide(total, r[:, 0], out=np.zeros(len(total)), where=r[:, 0] > 0)
+
+
 def bpref(ranked: Sequence[Sequence[str]], qrels: Sequence[Mapping[str, int]], depth: int) -> np.ndarray:
     """float[n]: trec_eval ``bpref`` of each ranking cut at `depth` (0 without a relevant label)."""
-    out = np.zeros(len(ranked), dtype=np.float64)
-    for i, (ids, judged) in enumerate(zip(ranked, qrels, strict=True)):
-        n_rel = sum(1 for g in judged.values() if g >= metrics.RELEVANCE_LEVEL)
-        if not n_rel:
-            continue
-        n_nonrel = sum(1 for g in judged.values() if 0 <= g < metrics.RELEVANCE_LEVEL)
-        seen: set[str] = set()
-        nonrel_above = 0
-        total = 0.0
-        for doc in ids[:depth]:
-            if doc in seen or judged.get(doc, -1) < 0:
-                continue  # unlabelled (or negative: trec_eval's "not in the pool") items do not count
-            seen.add(doc)
-            if judged[doc] >= metrics.RELEVANCE_LEVEL:
-                total += 1.0 - (min(nonrel_above, n_rel) / min(n_rel, n_nonrel) if nonrel_above else 0.0)
-            else:
-                nonrel_above += 1
-        out[i] = total / n_rel
-    return out
+    return bpref_of(label_matrix(ranked, qrels, depth), *_label_counts(qrels))
 
 
 def condensed(
@@ -103,22 +143,39 @@ def condensed(
     return [[d for d in ids[:depth] if d in judged] for ids, judged in zip(ranked, qrels, strict=True)]
 
 
+def condensed_relevance(grades: np.ndarray, strict: metrics.Relevance) -> metrics.Relevance:
+    """The `Relevance` of the condensed lists: each row's labelled items moved up in order (a stable
+    sort on "unlabelled"), with the strict matrix's ideal gains and relevant counts (they do not
+    depend on the ranking)."""
+    labelled = ~np.isnan(grades)
+    order = np.argsort(~labelled, axis=1, kind="stable")
+    packed = np.take_along_axis(grades, order, axis=1)
+    gains = np.where(np.isnan(packed), 0.0, np.maximum(packed, 0.0))
+    return metrics.Relevance(grades=gains, n_rel=strict.n_rel, ideal=strict.ideal, n_ret=labelled.sum(axis=1))
+
+
 def completeness_per_case(
     ranked: Sequence[Sequence[str]],
     qrels: Sequence[Mapping[str, int]],
     ks: Sequence[int],
     families: Sequence[str],
+    strict: metrics.Relevance | None = None,
 ) -> dict[str, np.ndarray]:
     """Every label-completeness column: judged@k, bpref, and the condensed twin of each strict family
-    in `families` that has one (recall@k, mrr, ndcg@k), all over the top max(ks) as the strict ones."""
+    in `families` that has one (recall@k, mrr, ndcg@k), all over the top max(ks) as the strict ones.
+    `strict`: the run's strict `Relevance` at that depth when the caller has it (built otherwise)."""
     ks = sorted({int(k) for k in ks})
     depth = ks[-1]
-    out = judged_at(ranked, qrels, ks)
-    out[BPREF] = bpref(ranked, qrels, depth)
+    if strict is not None and strict.depth != depth:
+        strict = None
+    grades = label_matrix(ranked, qrels, depth, strict)
+    out = judged_at(grades, _returned(ranked, depth), ks)
+    out[BPREF] = bpref_of(grades, *_label_counts(qrels))
     wanted = [f for f in CONDENSED_FAMILIES if f in families]
     if wanted:
-        strict = metrics.evaluate(condensed(ranked, qrels, depth), qrels, ks, wanted, depth=depth)
-        for name, values in strict.items():
+        if strict is None:
+            strict = metrics.relevance_matrix(ranked, qrels, depth)
+        for name, values in metrics.evaluate_matrix(condensed_relevance(grades, strict), ks, wanted).items():
             if not name.startswith("mrr_at_"):
                 out[CONDENSED + name] = values
     return out

@@ -183,7 +183,7 @@ def _score_results(
     rel = metrics.relevance_matrix(ranked, qrels, depth)
     per_case = metrics.evaluate_matrix(rel, ks, list(families))
     # How much of each ranking the labels can see (judged@k, condensed figures, bpref): no judge needed.
-    per_case.update(completeness.completeness_per_case(ranked, qrels, ks, families))
+    per_case.update(completeness.completeness_per_case(ranked, qrels, ks, families, rel))
     first_rank = metrics.first_hit_rank(rel)
 
     # Ranking metrics average over judged cases (at least one expected/qrels entry), the
