@@ -129,3 +129,13 @@ def test_worked_example():
     assert metric_name("bpref") == "labels/bpref"
     assert metric_name("condensed_recall_at_5") == "labels/condensed_recall_at_5"
     assert metric_name("judged_recall_at_5") == "judged_recall_at_5"  # the LLM judge's figure: unchanged
+
+
+def test_judged_at_is_not_mistaken_for_a_judge_figure():
+    """`judged_at_K` is a strict figure; an objective naming it must not be read as the LLM judge's."""
+    from evalpipe.judge.run import _judged_name
+
+    assert _judged_name("judged_at_5") is None
+    assert _judged_name("tier/concept/judged_at_5") is None
+    assert _judged_name("tier/concept/judged_recall_at_5") == ("concept", "judged_recall_at_5", False)
+    assert c.is_completeness("condensed_ndcg_at_20") and not c.is_completeness("judged_mrr")
