@@ -51,7 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
 def take_lock(batch: Path) -> IO[str]:
     """An exclusive flock on `<batch>.lock` for the server's lifetime; refused when another holds it."""
     path = batch.with_name(batch.name + ".lock")
-    fh = path.open("a+", encoding="utf-8")
+    try:
+        fh = path.open("a+", encoding="utf-8")
+    except OSError as exc:
+        raise EvalpipeError(
+            f"{path}: cannot create the lock beside the batch ({exc.strerror or exc}); the labels go "
+            "there too: put the batch in a folder you can write"
+        ) from None
     try:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
