@@ -11,7 +11,8 @@ metric when their judged@k differ by at least `GAP` (5 points) **and** the stric
 difference points the same way as the judged@k difference (the run with more labels in
 its top k is the one that scores higher). Then the strict difference may be partly or
 wholly the labels' doing; the warning gives both gaps and the condensed difference
-(unlabelled items removed) when the runs have it. A difference against the labels' lean
+(unlabelled items removed) when the runs have it. The completeness figures themselves
+(judged@k, condensed, bpref, which ignores unlabelled items) are not checked. A difference against the labels' lean
 (the less-labelled run wins) is not flagged: more labels could only widen it.
 """
 
@@ -40,7 +41,7 @@ def cutoff(metric: str, run: RunCases) -> int | None:
     m = _AT.search(metric)
     if m:
         return int(m.group(1))
-    if metric in ("mrr", "bpref") or metric.endswith("/mrr"):
+    if metric == "mrr" or metric.endswith("/mrr"):
         ks = [int(name[len("judged_at_") :]) for name in run.values if re.fullmatch(r"judged_at_\d+", name)]
         return max(ks) if ks else None
     return None
@@ -55,7 +56,7 @@ def label_warnings(result: Result) -> list[str]:
             c.is_baseline
             or c.diff is None
             or c.diff == 0
-            or c.metric.startswith(("judged_at_", "condensed_"))
+            or c.metric.startswith(("judged_at_", "condensed_", "bpref"))
         ):
             continue
         k = cutoff(c.metric.rpartition("/")[2], base)
