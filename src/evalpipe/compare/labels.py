@@ -12,8 +12,9 @@ difference points the same way as the judged@k difference (the run with more lab
 its top k is the one that scores higher). Then the strict difference may be partly or
 wholly the labels' doing; the warning gives both gaps and the condensed difference
 (unlabelled items removed) when the runs have it. The completeness figures themselves
-(judged@k, condensed, bpref, which ignores unlabelled items) are not checked. A difference against the labels' lean
-(the less-labelled run wins) is not flagged: more labels could only widen it.
+(judged@k, condensed, bpref, which ignores unlabelled items) are not checked. A difference
+against the labels' lean (the less-labelled run wins) is not flagged: more labels could only
+widen it.
 """
 
 from __future__ import annotations
