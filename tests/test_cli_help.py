@@ -14,7 +14,17 @@ from cli_helpers import cli_env
 from evalpipe.__main__ import SUBCOMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPECTED = ("compare", "check-fixture", "merge-judgements", "sync", "gate", "baseline", "abstain")
+EXPECTED = (
+    "compare",
+    "check-fixture",
+    "merge-judgements",
+    "sync",
+    "gate",
+    "baseline",
+    "abstain",
+    "pool",
+    "label",
+)
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from evalpipe.compare.labels import label_warnings
 from evalpipe.compare.log import log_comparison
 from evalpipe.compare.render import markdown, print_table
 from evalpipe.compare.runs import (
@@ -184,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = compare_runs(
             runs, baseline, args.metrics, args.resamples, args.alpha, args.seed, args.correction, args.power
         )
+        result.warnings.extend(label_warnings(result))  # judged@k: may a difference be the labels'?
         diffs = case_diffs(result, args.cases, args.top) if args.cases is not None else []
     except CompareError as exc:
         print_error(exc, prog="evalpipe compare")

@@ -45,4 +45,12 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "main",
         "when should a RAG ranker return nothing? chosen on dev, shown on test",
     ),
+    "pool": Subcommand(
+        "evalpipe.labelling.pool_cli",
+        "main",
+        "pool several runs' unlabelled top-k candidates into a judging batch",
+    ),
+    "label": Subcommand(
+        "evalpipe.labelling.label_cli", "main", "label a judging batch in a local web page (grades 0/1/2)"
+    ),
 }

@@ -35,7 +35,8 @@ import yaml
 
 from evalpipe.core.files import read_json_text
 from evalpipe.corpus import CorpusError, load_jsonl_corpus
-from evalpipe.inputs.fixture import _case_lines, check_against_corpus, parse_cases
+from evalpipe.inputs.fixture import _case_lines, check_against_corpus, load_fixture, parse_cases
+from evalpipe.judge import people
 from evalpipe.judge.report import TSV_COLUMNS
 from evalpipe.paths import resolve_path
 from evalpipe.safety.errors import EvalpipeError, print_error
@@ -175,6 +176,28 @@ def _case_edit(text: str, case: yaml.MappingNode, add: list[Row], where: str) ->
     return at, at, prefix + "".join(lines)
 
 
+def _as_mapping(
+    text: str, case: yaml.MappingNode, exp: Any, add: list[Row], where: str
+) -> tuple[int, int, str]:
+    """(start, end, replacement) that rewrites a plain `expected` list (all grade 1) as a flow mapping
+    holding the new grades too (people's labels keep grade 0 and 2)."""
+    found = _mapping_get(case, "expected")
+    if found is None:
+        raise EvalpipeError(f"{where}: case {add[0].case_id!r} has no expected list; add the IDs by hand")
+    key, node = found
+    old_ids = [exp] if isinstance(exp, str) else list(exp or [])
+    items = [f"{_plain(i)}: 1" for i in old_ids] + [f"{_plain(r.unit_id)}: {r.grade}" for r in add]
+    start, end = node.start_mark.index, node.end_mark.index
+    if not node.flow_style and isinstance(node, yaml.SequenceNode):
+        # A block list (indented or not) is replaced from just after `expected:`, so the mapping
+        # sits on the key's line whatever the list's indentation was.
+        start = text.index(":", key.end_mark.index) + 1
+        end = node.end_mark.index
+        end = start + len(text[start:end].rstrip())  # a block list's span ends past its last newline
+        return start, end, " {" + ", ".join(items) + "}"
+    return start, end, "{" + ", ".join(items) + "}"
+
+
 def _version_edit(text: str, root: yaml.MappingNode, version: Any, notes: list[str]) -> tuple[int, int, str]:
     lead = "".join(f"# {n}\n" for n in notes)
     found = _mapping_get(root, "version")
@@ -221,9 +244,12 @@ def merge_text(
     version: Any = None,
     provenance: str = "",
     corpus: str | None = None,
+    people: bool = False,
 ):
     """The fixture text with the rows merged, the intended data, and what was skipped as already there.
-    `provenance`: a comment line recorded above `version`; `corpus`: a new `corpus:` value."""
+    `provenance`: a comment line recorded above `version`; `corpus`: a new `corpus:` value.
+    `people`: the rows are people's labels (`judge.people`): grade 0 and 2 are kept, and a case whose
+    expected IDs are a plain list is rewritten as a mapping to hold them."""
     data = yaml.safe_load(text)
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode) or "cases" not in data:
@@ -240,7 +266,7 @@ def merge_text(
         pending = [x.unit_id for x in per_case.get(r.case_id, [])]
         if r.unit_id in labelled or r.unit_id in pending:
             skipped.append(r)
-        elif r.grade != 1 and not isinstance(expected, dict):
+        elif r.grade != 1 and not isinstance(expected, dict) and not people:
             raise EvalpipeError(
                 f"{tsv_name}:{r.line}: grade {r.grade} for case {r.case_id!r}, whose expected IDs are a "
                 "plain list (all grade 1): give grade 1 or make its expected a mapping"
@@ -255,15 +281,21 @@ def merge_text(
             )
         version = (old or 1) + 1
     added = sum(len(v) for v in per_case.values())
-    note = f"version {version}: {added} reviewed judge verdicts merged from {Path(tsv_name).name}"
+    what = "people's labels" if people else "reviewed judge verdicts"
+    note = f"version {version}: {added} {what} merged from {Path(tsv_name).name}"
     edits = [_version_edit(text, root, version, [n for n in (provenance, note) if n])]
     if corpus is not None:
         edits.append(_corpus_edit(root, corpus))
         data["corpus"] = corpus
     for cid, add in per_case.items():
-        edits.append(_case_edit(text, cases_node.value[index[cid]], add, where))
         case = data["cases"][index[cid]]
         exp = case.get("expected")
+        if people and not isinstance(exp, dict) and any(r.grade != 1 for r in add):
+            edits.append(_as_mapping(text, cases_node.value[index[cid]], exp, add, where))
+            old_ids = [exp] if isinstance(exp, str) else list(exp or [])
+            case["expected"] = {**dict.fromkeys(old_ids, 1), **{r.unit_id: r.grade for r in add}}
+            continue
+        edits.append(_case_edit(text, cases_node.value[index[cid]], add, where))
         if isinstance(exp, dict):
             exp.update({r.unit_id: r.grade for r in add})
         else:
@@ -271,7 +303,11 @@ def merge_text(
     data["version"] = version
     for start, end, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         text = text[:start] + new + text[end:]
-    if yaml.safe_load(text) != data:  # never hand back a fixture that says something else
+    try:
+        same = yaml.safe_load(text) == data
+    except yaml.YAMLError:
+        same = False
+    if not same:  # never hand back a fixture that says something else
         raise EvalpipeError(f"{where}: could not edit this layout safely; add the IDs by hand")
     return text, data, skipped, added
 
@@ -286,21 +322,50 @@ def output_path(fixture: Path, output: str | Path | None, version: Any) -> Path:
     return Path(output)
 
 
+def is_people_labels(path: Path) -> bool:
+    """A labels file of `evalpipe label` (JSONL), not a judge's judged.tsv."""
+    return path.name.endswith(".jsonl")
+
+
+def _people_rows(fixture: Path, labels: Path, rule: str | None) -> tuple[list[Row], list[people.Merged]]:
+    try:
+        sha = load_fixture(fixture).sha256
+    except EvalpipeError:
+        raise
+    except Exception as exc:
+        raise EvalpipeError(f"{fixture}: {exc}") from None
+    merged = people.merged_labels(labels, sha, rule)
+    rows = [Row(m.line, m.case_id, m.unit_id, m.grade, m.who) for m in merged]
+    return rows, merged
+
+
 def merge(
-    fixture: Path, tsv: Path, output: str | Path | None, version: Any = None
+    fixture: Path, tsv: Path, output: str | Path | None, version: Any = None, rule: str | None = None
 ) -> tuple[Path, int, list[Row]]:
 
     if not fixture.is_file():
         raise EvalpipeError(f"{fixture}: no such fixture file")
-    rows = read_verdicts(tsv)
+    by_people = is_people_labels(tsv)
+    merged: list[people.Merged] = []
+    if by_people:
+        rows, merged = _people_rows(fixture, tsv, rule)
+    else:
+        if rule is not None:
+            raise EvalpipeError(
+                f"--rule {rule}: a rule settles disagreeing people's labels (a .labels.jsonl)"
+            )
+        rows = read_verdicts(tsv)
     source = fixture.read_text(encoding="utf-8")
-    _, data, _, _ = merge_text(source, rows, str(fixture), str(tsv), version)  # checks rows, finds version
+    _, data, _, _ = merge_text(
+        source, rows, str(fixture), str(tsv), version, people=by_people
+    )  # checks rows, finds version
     out = output_path(fixture, output, data["version"])
     ref = data.get("corpus")
     corpus_ref = corpus_for(ref, fixture, out) if isinstance(ref, str) else None
-    note = read_provenance(tsv).comment(date.today().isoformat())
+    today = date.today().isoformat()
+    note = people.provenance_note(merged, today) if by_people else read_provenance(tsv).comment(today)
     text, data, skipped, added = merge_text(
-        source, rows, str(fixture), str(tsv), data["version"], note, corpus_ref
+        source, rows, str(fixture), str(tsv), data["version"], note, corpus_ref, people=by_people
     )
     cases = parse_cases(data["cases"], str(fixture), _case_lines(text))
     try:
@@ -315,20 +380,33 @@ def merge(
     check_against_corpus(cases, corpus, str(fixture))
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+        if by_people:  # who judged each merged label, how and when: beside the new fixture
+            provenance_path(out).write_text(
+                "".join(json.dumps(m.record()) + "\n" for m in merged), encoding="utf-8"
+            )
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise EvalpipeError(f"cannot write {out}: {exc.strerror or exc}") from None
     return out, added, skipped
 
 
+def provenance_path(out: Path) -> Path:
+    """`gold_v4.yaml` -> `gold_v4.provenance.jsonl`: every merged person's label with who, how, when."""
+    return out.with_name(f"{out.stem}.provenance.jsonl")
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="evalpipe merge-judgements",
-        description="Merge reviewed judge verdicts (a run's judged.tsv) into a fixture as a new version.",
+        description="Merge reviewed judge verdicts (a run's judged.tsv) or people's labels (evalpipe label) "
+        "into a fixture as a new version.",
     )
     parser.add_argument("fixture", type=Path, help="the fixture YAML the run used")
     parser.add_argument(
-        "verdicts", type=Path, help="the reviewed judged.tsv (rows with grade >= 1 are merged)"
+        "verdicts",
+        type=Path,
+        help="the reviewed judged.tsv (rows with grade >= 1 are merged), or people's labels "
+        "(<batch>.labels.jsonl from evalpipe label: every grade, 0 included, with who/how/when)",
     )
     parser.add_argument(
         "-o",
@@ -337,9 +415,18 @@ def main(argv: Sequence[str]) -> int:
         "a relative corpus path is rewritten to resolve from there",
     )
     parser.add_argument("--version", type=int, help="the new fixture version (default: the old one + 1)")
+    parser.add_argument(
+        "--rule",
+        choices=people.RULES,
+        help="people's labels: settle assessors who disagree by the max, min or majority grade "
+        "(default: refuse, one line per conflict)",
+    )
     args = parser.parse_args(argv)
     try:
-        out, added, skipped = merge(args.fixture, args.verdicts, args.output, args.version)
+        out, added, skipped = merge(args.fixture, args.verdicts, args.output, args.version, args.rule)
+    except people.Conflicts as exc:
+        print_error(exc.lines[0], prog="evalpipe merge-judgements", more=exc.lines[1:])
+        return 2
     except EvalpipeError as exc:
         print_error(exc)
         return 2

@@ -25,6 +25,7 @@ from evalpipe.judge.probe import JudgeUnavailable, probe
 from evalpipe.judge.prompt import load_prompt
 from evalpipe.safety.errors import EvalpipeError
 from evalpipe.safety.secrets import mask_text
+from evalpipe.scoring.completeness import is_completeness
 from evalpipe.scoring.results import CaseResult
 from evalpipe.scoring.run import Miss, Misses, RunScores
 
@@ -160,7 +161,8 @@ def _judged_name(name: str) -> tuple[str, str, bool] | None:
         _, scope, base = name.split("/")
     partial = base.startswith(PARTIAL + PREFIX)
     base = base[len(PARTIAL) :] if partial else base
-    return (scope, base, partial) if base.startswith(PREFIX) else None
+    # judged_at_K (label completeness, scoring.completeness) is a strict figure, not the judge's
+    return (scope, base, partial) if base.startswith(PREFIX) and not is_completeness(base) else None
 
 
 def _objective(

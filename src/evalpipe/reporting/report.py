@@ -142,6 +142,48 @@ def tier_detail_table(
     return header, body
 
 
+def labels_table(
+    rows: Sequence[ReportRow], ks: Sequence[int], tiers: Sequence[str]
+) -> tuple[list[str], list[list[str]]] | None:
+    """How much of each ranking the labels see, beside the strict figures: judged@K (share of the
+    top K with a label, positive or grade 0), bpref, the condensed R@K and MRR (unlabelled items
+    removed), and judged@K of each tier at the per-tier cutoff (docs/metrics.md#label-completeness)."""
+    if not any(r.scores is not None and f"judged_at_{ks[0]}" in r.scores.overall for r in rows):
+        return None
+    k = tier_k(ks)
+    shown = [
+        t
+        for t in tiers
+        if any(
+            r.scores is not None and r.scores.per_tier.get(t, {}).get(f"judged_at_{k}") is not None
+            for r in rows
+        )
+    ]
+    header = (
+        ["ranker"] + [f"judged@{x}" for x in ks] + ["bpref"] + [f"cond. R@{x}" for x in ks] + ["cond. MRR"]
+    )
+    header += [f"{t} judged@{k}" for t in shown]
+    body = []
+    for r in sorted(rows, key=lambda r: r.name):
+        s = r.scores
+        if s is None or f"judged_at_{ks[0]}" not in s.overall:
+            body.append([r.name] + [DASH] * (len(header) - 1))
+            continue
+
+        def cell(table: Mapping[str, float], name: str) -> str:
+            return pct(table[name]) if name in table else DASH
+
+        body.append(
+            [r.name]
+            + [cell(s.overall, f"judged_at_{x}") for x in ks]
+            + [f"{s.overall['bpref']:.4f}" if "bpref" in s.overall else DASH]
+            + [cell(s.overall, f"condensed_recall_at_{x}") for x in ks]
+            + [f"{s.overall['condensed_mrr']:.3f}" if "condensed_mrr" in s.overall else DASH]
+            + [cell(s.per_tier.get(t, {}), f"judged_at_{k}") for t in shown]
+        )
+    return header, body
+
+
 RAG_COLUMNS = (
     ("rag_document_hit_rate", "doc hit"),
     ("rag_section_hit_rate", "section hit"),
@@ -205,6 +247,10 @@ def markdown_report(
     ir = ir_table(rows, ks)
     if ir:
         out += ["## Standard IR metrics", ""] + markdown_table(*ir) + [""]
+    lt = labels_table(rows, ks, tiers)
+    if lt:
+        out += ["## Label completeness (judged@K; condensed: unlabelled items removed)", ""]
+        out += markdown_table(*lt) + [""]
     rt = rag_table(rows)
     if rt:
         out += ["## RAG quality", ""] + markdown_table(*rt) + [""]
@@ -243,6 +289,9 @@ def print_tables(
     ir = ir_table(rows, ks)
     if ir:
         sections.append(("standard IR metrics", ir))
+    lt = labels_table(rows, ks, tiers)
+    if lt:
+        sections.append(("label completeness (judged@K; condensed: unlabelled items removed)", lt))
     rt = rag_table(rows)
     if rt:
         sections.append(("RAG quality", rt))

@@ -9,6 +9,8 @@ default chart section, and the rest are grouped:
 - `ir/`: the other IR families (`ir/map_at_K`, `ir/precision_at_K`, `ir/frac_recall_at_K`,
   `ir/hits_at_K`, `ir/mrr_at_K`);
 - `tier/<tier>/`: every per-tier figure under its bare name (`tier/exact/map_at_5`);
+- `labels/`: how much of the ranking the labels see (`labels/judged_at_K`, `labels/bpref`,
+  `labels/condensed_recall_at_K`, `labels/condensed_mrr`, `labels/condensed_ndcg_at_K`);
 - `rag/`: RAG measures without their `rag_` prefix (`rag/document_hit_rate`, `rag/mrr`);
 - `cost/`: latency, tokens, time and memory (`cost/latency_p95_us`, `cost/mean_tokens_returned`,
   `cost/index_build_seconds`, `cost/eval_seconds`, `cost/peak_memory_mb`);
@@ -40,6 +42,8 @@ COST = (
     "eval_seconds",
     "peak_memory_mb",
 )
+#: Label completeness (`scoring.completeness`): judged@k, bpref, the condensed figures.
+LABELS = re.compile(r"^(judged_at_\d+|bpref|condensed_.+)$")
 COUNT = ("cases", "judged_cases", "retrieval_errors", "empty_results", "corpus_units", "unknown_ids")
 
 
@@ -49,6 +53,8 @@ def metric_name(name: str) -> str:
         return name
     if IR.match(name):
         return f"ir/{name}"
+    if LABELS.match(name):
+        return f"labels/{name}"
     if name.startswith("rag_"):
         return f"rag/{name[len('rag_') :]}"
     if name in COST:

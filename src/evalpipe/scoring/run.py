@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, overload
 import numpy as np
 
 from evalpipe.heap import collector_off
-from evalpipe.scoring import metrics, rag
+from evalpipe.scoring import completeness, metrics, rag
 from evalpipe.scoring.results import CaseResult
 
 DEFAULT_FAMILIES = ("recall", "mrr", "ndcg", "map", "precision", "frac_recall")
@@ -189,6 +189,8 @@ def _score_results(
     )
     rel = metrics.relevance_matrix(ranked, qrels, depth)
     per_case = metrics.evaluate_matrix(rel, ks, list(families))
+    # How much of each ranking the labels can see (judged@k, condensed figures, bpref): no judge needed.
+    per_case.update(completeness.completeness_per_case(ranked, qrels, ks, families, rel))
     first_rank = metrics.first_hit_rank(rel)
 
     # Ranking metrics average over judged cases (at least one expected/qrels entry), the
