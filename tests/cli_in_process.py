@@ -22,7 +22,7 @@ directory, `sys.argv`, signal handlers, `sys.unraisablehook`, the root logger's 
 level, Hydra's global state, the record of received signals and the upload worker's slots.
 
 A SQLite store the run creates is a copy of a store MLflow's migrations built once
-(tests/store_template.py): the same file, without 2-3 s of migrations per run.
+(tests/store_template.py, applied to every test by tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import traceback
 from pathlib import Path
 
 from cli_helpers import cli_env
-from store_template import initialized_from_template
 
 _SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
@@ -101,7 +100,7 @@ def run_cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subproc
     sys.argv = [MAIN, *args]
     _clear_hydra()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), initialized_from_template():
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 entry._main()
                 status = 0

@@ -101,6 +101,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
+def _mlflow_store_template(request: pytest.FixtureRequest):
+    """A SQLite store MLflow creates in the test's process is a copy of one it migrated for real
+    (tests/store_template.py): 2-3 s of migrations saved per fresh store. A test about creating a
+    store itself is marked `mlflow_migrations` and gets MLflow's own table creation."""
+    if request.node.get_closest_marker("mlflow_migrations") is not None:
+        yield
+        return
+    from store_template import initialized_from_template
+
+    with initialized_from_template():
+        yield
+
+
+@pytest.fixture(autouse=True)
 def _fresh_index_memo():
     """Each test builds its own indexes (the per-process index memo would hide builds)."""
     from evalpipe.rankers.base import clear_built_cache
