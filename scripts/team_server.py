@@ -45,7 +45,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HEALTH_TIMEOUT_S = 120.0
+# While the server process is alive it is starting (migrations on a new database, workers
+# importing MLflow: minutes on a loaded machine), so it is waited for; this limit only ends the
+# wait for a server that is alive but hung (a server that exits is reported at once).
+HEALTH_TIMEOUT_S = 1800.0
 
 
 class StackError(RuntimeError):
@@ -308,7 +311,9 @@ class MlflowServer:
             except OSError:
                 pass
             time.sleep(0.3)
-        raise StackError(f"mlflow server at {self.url} did not answer /health within {timeout_s:.0f} s")
+        raise StackError(
+            f"mlflow server at {self.url} is running but did not answer /health in {timeout_s:.0f} s (hung?)"
+        )
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

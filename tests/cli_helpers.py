@@ -8,11 +8,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 from conftest import ROOT, TINY_UNITS
+from store_template import seed
+from waiting import wait_until
 
 # 6 cases so a slow ranker can be interrupted part-way; keyword_search (see plugins_for_tests)
 # finds merge_settings for c1, Session.merge for c2, Open for c3 and nothing for the others.
@@ -89,16 +90,14 @@ def slow_ranker(progress: Path, delay: float = 0.4) -> list[str]:
     ]
 
 
-def wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+def wait_for_lines(path: Path, n: int, proc: subprocess.Popen) -> None:
     """Wait until `path` has `n` lines (cases done), failing if the process ends first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.is_file() and len(path.read_text().splitlines()) >= n:
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"process ended early ({proc.returncode}): {proc.stderr.read()}")
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never reached {n} lines")
+    wait_until(
+        f"{n} lines in {path}",
+        lambda: path.is_file() and len(path.read_text().splitlines()) >= n,
+        proc,
+        poll_s=0.05,
+    )
 
 
 def check_fixture_json(tmp: Path, fixture: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -152,20 +151,30 @@ def start_server(tmp: Path, port: int) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "mlflow", "server", "--workers", "1", "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--backend-store-uri", f"sqlite:///{tmp / 'server.db'}"]
     cmd += ["--artifacts-destination", str(tmp / "server-artifacts")]
+    seed(tmp / "server.db")  # the schema MLflow's migrations build, copied (tests/store_template.py)
     log = (tmp / "server.log").open("a")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=1) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.25)
-        if proc.poll() is not None:
-            raise AssertionError(f"mlflow server exited: {(tmp / 'server.log').read_text()[-2000:]}")
-    stop_server(proc)
-    raise AssertionError("mlflow server did not answer /health within 60 s")
+    try:
+        wait_until(
+            f"mlflow server on port {port} to answer /health",
+            lambda: answers_health(f"http://127.0.0.1:{port}"),
+            proc,
+            output=lambda: (tmp / "server.log").read_text()[-2000:],
+            poll_s=0.25,
+        )
+    except AssertionError:
+        stop_server(proc)
+        raise
+    return proc
+
+
+def answers_health(url: str) -> bool:
+    """Whether the MLflow server at `url` answers /health with 200 now."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
 
 
 def stop_server(proc: subprocess.Popen, sig: int | None = None) -> None:

@@ -98,6 +98,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         defs = [d for ds in info.name2fixturedefs.values() for d in ds]
         if any(d.scope in WIDE_SCOPES or (d.scope == "session" and d.baseid.endswith(".py")) for d in defs):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    items.sort(key=_longest_first)
+
+
+#: Work units that take longest, first: the "ray" group (Ray clusters and PostgreSQL, several
+#: minutes on one worker: test_ray.py, test_team_postgres.py) must not be the last unit handed
+#: out, or one worker runs it alone while the other idles. pyproject's addopts pass
+#: `--no-loadscope-reorder`, so pytest-xdist hands out units in this order (by default it would
+#: sort them by their number of tests, which says nothing about their time).
+FIRST_GROUPS = ("ray",)
+
+
+def _longest_first(item: pytest.Item) -> int:
+    """0 for the long groups, 1 for other grouped or `slow` tests, 2 for the rest (a stable sort:
+    collection order within each)."""
+    mark = item.get_closest_marker("xdist_group")
+    group = (mark.args[0] if mark.args else mark.kwargs.get("name")) if mark is not None else None
+    if group in FIRST_GROUPS:
+        return 0
+    if group is not None or item.get_closest_marker("slow") is not None:
+        return 1
+    return 2
+
+
+@pytest.fixture(autouse=True)
+def _mlflow_store_template(request: pytest.FixtureRequest):
+    """A SQLite store MLflow creates in the test's process is a copy of one it migrated for real
+    (tests/store_template.py): 2-3 s of migrations saved per fresh store. A test about creating a
+    store itself is marked `mlflow_migrations` and gets MLflow's own table creation."""
+    if request.node.get_closest_marker("mlflow_migrations") is not None:
+        yield
+        return
+    from store_template import initialized_from_template
+
+    with initialized_from_template():
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_in_process import run_cli
 from conftest import ROOT, TINY_UNITS
 
 FIXTURE = """\
@@ -44,27 +45,40 @@ TREC_RUN = "c1 Q0 pkg/a.py::merge_settings 1 2.0 sys\nc2 Q0 pkg/a.py::Session.me
 
 
 def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    """`python -m evalpipe` on this worktree's code, in `tmp`, logging to a store under tmp/mlruns."""
+    """`python -m evalpipe` on this worktree's code, in `tmp`, logging to a store under tmp/mlruns:
+    the CLI's own entry run in this process (tests/cli_in_process.py; the exit status, stdout and
+    stderr a real process gives). `cli_process` is the same command as a real process."""
+    return run_cli(tmp, *_run_args(tmp, args), env=_env())
+
+
+def cli_process(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python -m evalpipe` as a real process: for what only a process shows (its exit status as
+    the interpreter ends, a per-query timeout's alarm)."""
+    return subprocess.run(
+        [sys.executable, "-m", "evalpipe", *_run_args(tmp, args)],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
+    )
+
+
+def _env() -> dict[str, str]:
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
     for key in ("MLFLOW_TRACKING_URI", "HYDRA_FULL_ERROR"):
         env.pop(key, None)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "evalpipe",
-            f"hydra.run.dir={tmp / 'out'}",
-            f"tracking.uri=sqlite:///{tmp / 'mlruns' / 'mlflow.db'}",
-            "plots=false",
-            *args,
-        ],
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    return env
+
+
+def _run_args(tmp: Path, args: tuple[str, ...]) -> list[str]:
+    return [
+        f"hydra.run.dir={tmp / 'out'}",
+        f"tracking.uri=sqlite:///{tmp / 'mlruns' / 'mlflow.db'}",
+        "plots=false",
+        *args,
+    ]
 
 
 def setup(tmp: Path, files: dict[str, str | bytes] | None = None) -> Path:
@@ -537,7 +551,8 @@ def test_ids_outside_the_corpus_are_counted_and_shown(tmp_path):
 
 def test_a_hanging_case_times_out_and_the_run_goes_on(tmp_path):
     setup(tmp_path)
-    proc = cli(tmp_path, *PLUGIN, "+ranker._target_=plugins_bad_results.SlowRanker", "timeout_s=1")
+    # a real process: the timed-out search thread is abandoned, and only a process's exit ends it
+    proc = cli_process(tmp_path, *PLUGIN, "+ranker._target_=plugins_bad_results.SlowRanker", "timeout_s=1")
     assert proc.returncode == 0, proc.stderr
     (run,) = runs(tmp_path)
     assert run.info.status == "FINISHED" and run.data.metrics["count/retrieval_errors"] == 1.0

@@ -2,8 +2,9 @@
 see, half-written or odd files, input dropped without a word, bad input that would leave a run
 behind, Hydra's own startup failures, and commands with too little to do.
 
-Every case goes through the real CLI and meets the same bar as tests/test_bad_input.py: exit 2,
-one line naming what to fix, no traceback, nothing in the store.
+Every case goes through the real CLI (its own entry, in this process: tests/cli_in_process.py; the
+one-line check of `evalpipe compare` stays a real process) and meets the same bar as
+tests/test_bad_input.py: exit 2, one line naming what to fix, no traceback, nothing in the store.
 """
 
 from __future__ import annotations
@@ -16,20 +17,21 @@ from pathlib import Path
 
 import pytest
 
+from cli_in_process import run_cli
 from conftest import ROOT
 from test_bad_input import CORPUS, assert_bad_input, cli, evalpipe_lines, setup
 
 
 def sweep_cli(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    """`python -m evalpipe -m ...` (flags first), logging to tmp/mlruns as `cli` does."""
+    """`python -m evalpipe -m ...` (flags first), logging to tmp/mlruns as `cli` does (in this
+    process, as `cli`: tests/cli_in_process.py)."""
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
     for key in ("MLFLOW_TRACKING_URI", "HYDRA_FULL_ERROR"):
         env.pop(key, None)
-    return subprocess.run(
-        [sys.executable, "-m", "evalpipe", "-m", f"tracking.uri=sqlite:///{tmp / 'mlruns' / 'mlflow.db'}",
-         "plots=false", "fixture.path=fx.yaml", "ranker.k1=0.9,1.2", *args],
-        cwd=tmp, capture_output=True, text=True, env=env, timeout=300,
+    return run_cli(
+        tmp, "-m", f"tracking.uri=sqlite:///{tmp / 'mlruns' / 'mlflow.db'}",
+        "plots=false", "fixture.path=fx.yaml", "ranker.k1=0.9,1.2", *args, env=env,
     )  # fmt: skip
 
 
@@ -122,13 +124,10 @@ def saved_run(tmp_path) -> Path:
 
 
 def sync(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    """`evalpipe sync ARGS` in this process (tests/cli_in_process.py)."""
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run(
-        [sys.executable, "-m", "evalpipe", "sync", *args,
-         "--tracking-uri", f"sqlite:///{tmp / 'mlruns' / 'm.db'}"],
-        cwd=tmp, capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+    return run_cli(tmp, "sync", *args, "--tracking-uri", f"sqlite:///{tmp / 'mlruns' / 'm.db'}", env=env)
 
 
 HALF_WRITTEN = {

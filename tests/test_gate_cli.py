@@ -1,5 +1,7 @@
 """`evalpipe gate` and `evalpipe baseline` as a user runs them: real evalpipe runs (plug-in retrievers
-whose answers the test chooses) logged to real SQLite MLflow stores, the commands as subprocesses.
+whose answers the test chooses) logged to real SQLite MLflow stores, the commands through the CLI's
+own entry in the test's process (tests/cli_in_process.py: the same exit status, stdout and stderr
+without a new interpreter per command; tests/test_gate_ci.py runs the gate as a real process).
 
 The fixture is generated: 12 `exact` and 12 `concept` cases over the tiny corpus; each retriever
 answers every case right or wrong by a JSON file, so every per-case value, mean and delta below is
@@ -14,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import cli, cli_env, client_for, free_port
+from cli_helpers import cli_env, client_for, free_port
+from cli_in_process import run_cli as cli
 from conftest import TINY_UNITS
 
 pytestmark = pytest.mark.slow

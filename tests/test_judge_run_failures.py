@@ -24,6 +24,7 @@ from cli_helpers import cli_env, default_signals
 from conftest import TINY_UNITS
 from judge_server import JudgeServer
 from test_judge_cli import FIXTURE
+from waiting import wait_until
 
 KEY = "sk-echoed-back-7f3a9c1e"
 URL_PASSWORD = "pw-in-url-5b2d"
@@ -266,9 +267,9 @@ def test_a_signal_while_judging_a_hung_server_ends_the_run_at_once(tiny, trackin
             env=env(),
             preexec_fn=default_signals,
         )
-        deadline = time.monotonic() + 120
-        while server.questions() < 2 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(
+            "the run's second question to the judge", lambda: server.questions() >= 2, proc, poll_s=0.05
+        )
         assert server.questions() == 2, "the run never reached the judge"
         sent = time.monotonic()
         proc.send_signal(sig)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from evalpipe.safety.errors import EvalpipeError, FixtureError
 from evalpipe.safety.timeouts import SearchTimeout, call_with_timeout
 from evalpipe.scoring.outcome import EXIT_FAILED, EXIT_SKIPPED, verdict
 from evalpipe.scoring.results import CaseResult
+from waiting import wait_until
 
 # -- strict YAML -------------------------------------------------------------------------------------------
 
@@ -192,9 +192,8 @@ def test_progress_names_the_slow_case(tmp_path, tiny_corpus_path):
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=120)
     for _ in case_progress(cases, "bm25 on t", console, timeout_s=9, slow_after=0.0):
-        deadline = time.monotonic() + 20
-        while "case slowpoke running" not in out.getvalue() and time.monotonic() < deadline:
-            time.sleep(0.1)  # wait (without a timing assertion) until the watchdog has named the case
+        # wait (without a timing assertion) until the watchdog has named the case
+        wait_until("the watchdog to name the case", lambda: "case slowpoke running" in out.getvalue())
     assert "case slowpoke running" in out.getvalue() and "of 9s" in out.getvalue()
 
 

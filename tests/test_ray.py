@@ -15,8 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -40,7 +38,9 @@ cases:
 OBJECT_STORE = 80 * 2**20
 
 
-from cli_helpers import default_signals  # noqa: E402
+from cli_helpers import answers_health, default_signals  # noqa: E402
+from store_template import seed  # noqa: E402
+from waiting import HUNG_S, wait_until  # noqa: E402
 
 
 def free_port() -> int:
@@ -108,20 +108,22 @@ def start_mlflow_server(tmp_path: Path) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "mlflow", "server", "--workers", "1", "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
     cmd += ["--artifacts-destination", str(tmp_path / "artifacts")]
+    seed(tmp_path / "mlflow.db")  # the schema MLflow's migrations build, copied (tests/store_template.py)
     log = (tmp_path / "server.log").open("w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=1) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.25)
-        if proc.poll() is not None:
-            break
-    proc.terminate()
-    pytest.fail(f"mlflow server did not come up: {(tmp_path / 'server.log').read_text()[-2000:]}")
+    try:  # ready when it answers, however long a loaded machine takes; failed when it has exited
+        wait_until(
+            f"mlflow server {url} to answer /health",
+            lambda: answers_health(url),
+            proc,
+            output=lambda: (tmp_path / "server.log").read_text()[-2000:],
+            poll_s=0.25,
+        )
+    except AssertionError:
+        proc.terminate()
+        raise
+    return proc, url
 
 
 @pytest.fixture
@@ -170,7 +172,7 @@ def test_a_local_sweep_starts_a_local_instance_despite_a_dead_recorded_cluster(t
             f"+hydra.launcher.ray.init.object_store_memory={OBJECT_STORE}",
         ]
         env = clean_env(RAY_TMPDIR=str(short))
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG_S)
     finally:
         shutil.rmtree(short, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -234,7 +236,7 @@ def test_two_point_sweep_on_a_local_instance_logs_to_the_server(tmp_path, mlflow
         "+hydra.launcher.ray.init.num_cpus=2",
         f"+hydra.launcher.ray.init.object_store_memory={OBJECT_STORE}",
     ]
-    proc = subprocess.run(cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=HUNG_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
 
@@ -267,7 +269,7 @@ def test_sweep_on_a_running_two_node_cluster_spreads_over_both_nodes(tmp_path, t
         f"+hydra.launcher.ray.init.object_store_memory={OBJECT_STORE}",
     ]
     cmd += ["+hydra.launcher.ray.init.num_cpus=2"]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "init.object_store_memory ignored" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -285,15 +287,14 @@ def holding_args(marker: Path, *extra: str) -> list[str]:
     return ["~ranker", "+ranker._target_=plugins_for_tests.HoldingRanker", f"+ranker.marker={marker}", *extra]
 
 
-def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if proc.poll() is not None:
-            pytest.fail(f"sweep ended before {path.name} appeared: {proc.stderr.read()[-3000:]}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"{path.name} did not appear")
-        time.sleep(0.2)
+def wait_for(path: Path, proc: subprocess.Popen) -> None:
+    """Wait until the held point has written `path`, failing (and killing the sweep) if the sweep
+    ends first or hangs."""
+    try:
+        wait_until(f"{path.name} from the held point", path.exists, proc, poll_s=0.2)
+    except AssertionError:
+        proc.kill()
+        raise
 
 
 def test_worker_killed_mid_point_fails_that_point_only_and_a_rerun_measures_it(tmp_path, two_node_cluster):
@@ -308,7 +309,7 @@ def test_worker_killed_mid_point_fails_that_point_only_and_a_rerun_measures_it(t
     )
     wait_for(marker, proc)
     os.kill(int(marker.read_text()), signal.SIGKILL)  # the Ray worker running point #1
-    out, err = proc.communicate(timeout=600)
+    out, err = proc.communicate(timeout=HUNG_S)
     assert proc.returncode == 0, err[-3000:]
     lost = [line for line in err.splitlines() if "lost on Ray" in line]
     assert len(lost) == 1 and "sweep point #1 (+ranker.hold_s=120)" in lost[0], err[-3000:]
@@ -332,7 +333,7 @@ def test_worker_killed_mid_point_fails_that_point_only_and_a_rerun_measures_it(t
         env=clean_env(),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=HUNG_S,
     )
     assert again.returncode == 0, again.stderr[-3000:]
     summary = (tmp_path / "multirun2" / "summary.md").read_text(encoding="utf-8")
@@ -366,14 +367,14 @@ def test_signal_on_the_driver_cancels_the_remaining_tasks(tmp_path, two_node_clu
         preexec_fn=default_signals,
     )
     wait_for(marker, proc)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # point #0 measured before the signal
+
+    def first_point_finished() -> bool:
         _, parents, kids = parents_and_children(uri)
-        if parents and any(k.info.status == "FINISHED" for k in kids[parents[0].info.run_id]):
-            break
-        time.sleep(0.5)
+        return bool(parents) and any(k.info.status == "FINISHED" for k in kids[parents[0].info.run_id])
+
+    wait_until("point #0 FINISHED before the signal", first_point_finished, proc, poll_s=0.5)
     proc.send_signal(signum)
-    out, err = proc.communicate(timeout=300)
+    out, err = proc.communicate(timeout=HUNG_S)
     assert proc.returncode == 128 + signum, err[-3000:]
     assert "Traceback" not in err and f"interrupted by {signal.Signals(signum).name}" in err
 

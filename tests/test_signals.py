@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from cli_helpers import all_runs, client_for, cmdline, popen_cli, slow_ranker, wait_for_lines, write_tiny
 from evalpipe.safety.signals import child_pids
+from waiting import wait_gone
 
 
 @pytest.mark.parametrize(
@@ -100,9 +100,7 @@ def test_sigterm_to_a_joblib_sweep_kills_parent_children_and_workers(tmp_path):
     assert "evalpipe: interrupted by SIGTERM" in stderr
 
     # No loky worker of this sweep survives it.
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and [p for p in workers if _alive(p)]:
-        time.sleep(0.2)
+    wait_gone("the sweep's loky workers", lambda: any(_alive(p) for p in workers), poll_s=0.2)
     assert [p for p in workers if _alive(p)] == []
 
     runs = all_runs(uri)

@@ -26,6 +26,7 @@ from cli_helpers import (
     wait_for_lines,
     write_tiny,
 )
+from waiting import wait_until
 
 PLUGIN = ["~ranker", "+ranker._target_=plugins_for_tests.keyword_search", "+ranker._partial_=true"]
 SAVED = {"report.md", "cases.jsonl", "misses.jsonl", "run.trec", "config.yaml", "metrics.json"}
@@ -161,17 +162,10 @@ def test_read_only_store_directory_says_read_only(tmp_path, existing):
         assert [r.info.status for r in all_runs(uri)] == ["FINISHED"]
 
 
-def wait_for_running_run(uri: str, proc, timeout: float = 60) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(r.info.status == "RUNNING" for r in all_runs(uri)):
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"process ended early ({proc.returncode}): {proc.stderr.read()}")
-        time.sleep(0.1)
-    raise AssertionError("the run never appeared in the store")
+def wait_for_running_run(uri: str, proc) -> None:
+    wait_until(
+        "a RUNNING run in the store", lambda: any(r.info.status == "RUNNING" for r in all_runs(uri)), proc
+    )
 
 
 def test_server_killed_mid_run_saves_results_and_sync_repairs_the_store(tmp_path):

@@ -15,7 +15,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from cli_helpers import (
@@ -33,6 +32,7 @@ from evalpipe.safety.signals import child_pids
 from evalpipe.tracking.reuse import REUSED_TAG
 from evalpipe.tracking.sweep_store import LocalStore, SweepStore, WorkerStore
 from evalpipe.tracking.upload_worker import UploadWorker, wanted_sweep
+from waiting import wait_gone, wait_until
 
 AXIS = ["ranker=bm25", "ranker.k1=0.9,1.2,1.5", "progress=false"]
 
@@ -189,13 +189,15 @@ def test_sweep_killed_with_sigkill_leaves_its_parent_run_killed(tmp_path):
         (parent,) = [r for r in all_runs(uri) if r.data.tags.get("evalpipe.role") == "parent"]
         return parent.info.status
 
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and parent_status() == "RUNNING":
-        time.sleep(0.2)
+    # the worker ends the parent run: wait while it lives (a dead worker with the run RUNNING fails)
+    wait_until(
+        "the upload worker to end the parent run",
+        lambda: parent_status() != "RUNNING",
+        alive=lambda: "upload_worker" in cmdline(workers[0]),
+        poll_s=0.2,
+    )
     assert parent_status() == "KILLED"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and "upload_worker" in cmdline(workers[0]):
-        time.sleep(0.1)
+    wait_gone("the upload worker", lambda: "upload_worker" in cmdline(workers[0]))
     assert "upload_worker" not in cmdline(workers[0]), "the worker outlived its sweep"
 
 

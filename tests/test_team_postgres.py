@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from test_ray import (
     wait_for,
     write_fixture,
 )
+from waiting import HUNG_S, wait_until
 
 # With tests/test_ray.py on one pytest-xdist worker: both start Ray clusters (see there).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
@@ -59,14 +59,14 @@ class ScriptServer:
         self.proc = subprocess.Popen(
             self.cmd, env=self.env, stdout=self.out, stderr=subprocess.STDOUT, text=True
         )
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            if "ready: MLflow server" in self.log.read_text()[seen:]:
-                return self
-            if self.proc.poll() is not None:
-                pytest.fail(f"team_server.py exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-            time.sleep(0.3)
-        pytest.fail("team_server.py was not ready within 240 s")
+        wait_until(
+            "team_server.py to print 'ready: MLflow server'",
+            lambda: "ready: MLflow server" in self.log.read_text()[seen:],
+            self.proc,
+            output=lambda: self.log.read_text()[-2000:],
+            poll_s=0.3,
+        )
+        return self
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
@@ -111,7 +111,7 @@ def test_the_script_refuses_an_unreachable_database_in_one_line(tmp_path):
         f"postgresql://nobody:hunter2@127.0.0.1:{port}/x",
     ]
     cmd += ["--artifacts-destination", str(tmp_path / "a")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=clean_env())
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=HUNG_S, env=clean_env())
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(
@@ -130,7 +130,7 @@ def test_sweep_single_runs_and_sync_at_once_against_the_postgres_server(tmp_path
     env = clean_env()
     offline = subprocess.run(
         single_run(fx, team.url, tmp_path / "offline", "tracking.offline=true", "run_name=synced"),
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG_S,
     )  # fmt: skip
     assert offline.returncode == 0, offline.stderr[-2000:]
 
@@ -157,7 +157,7 @@ def test_sweep_single_runs_and_sync_at_once_against_the_postgres_server(tmp_path
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     for name, proc in procs.items():
-        _, err = proc.communicate(timeout=900)
+        _, err = proc.communicate(timeout=HUNG_S)
         assert proc.returncode == 0, f"{name}: {err[-2000:]}"
         assert "Traceback" not in err, name
 
@@ -186,7 +186,7 @@ def test_sweep_single_runs_and_sync_at_once_against_the_postgres_server(tmp_path
     compare = subprocess.run(
         [sys.executable, "-m", "evalpipe", "compare", "--tracking-uri", team.url,
          "--sweep", parent.data.tags["evalpipe.sweep_id"], "--metrics", "recall_at_5", "mrr"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG_S,
     )  # fmt: skip
     assert compare.returncode == 0, compare.stderr[-2000:]
     assert "12 runs" in compare.stdout + compare.stderr
@@ -198,7 +198,7 @@ def test_ray_cluster_sweep_logs_to_the_postgres_server_from_both_nodes(tmp_path,
         fx, team.url, tmp_path / "multirun", "ranker.k1=0.7,0.8,1.1,1.3", "tracking.experiment=ray-team"
     )
     cmd += [f"++hydra.launcher.ray.init.address={two_node_cluster.address}"]
-    proc = subprocess.run(cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=HUNG_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     nodes = {line.rsplit(" ", 1)[-1] for line in proc.stderr.splitlines() if " ran on node " in line}
     assert nodes == {n.node_id for n in two_node_cluster.list_all_nodes()}
@@ -236,7 +236,7 @@ def test_server_stopped_mid_sweep_nothing_is_lost(tmp_path, team):
     wait_for(marker, proc)  # point #1 has started its run on the server and holds
     team.stop()
     try:
-        _, err = proc.communicate(timeout=600)
+        _, err = proc.communicate(timeout=HUNG_S)
     finally:
         team.start()
     assert "Traceback" not in err, err[-6000:]
@@ -246,7 +246,7 @@ def test_server_stopped_mid_sweep_nothing_is_lost(tmp_path, team):
 
     sync = subprocess.run(
         [sys.executable, "-m", "evalpipe", "sync", str(tmp_path / "multirun"), "--tracking-uri", team.url],
-        cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=300,
+        cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=HUNG_S,
     )  # fmt: skip
     assert sync.returncode == 0, sync.stderr[-2000:]
     from mlflow.tracking import MlflowClient
@@ -297,13 +297,13 @@ def test_basic_auth_with_the_password_never_written(tmp_path, postgres):
         client_env = clean_env(MLFLOW_TRACKING_USERNAME="admin", MLFLOW_TRACKING_PASSWORD=password)
         run = subprocess.run(
             single_run(fx, server.url, tmp_path / "run", "tracking=team", "run_name=authed"),
-            cwd=ROOT, env=client_env, capture_output=True, text=True, timeout=300,
+            cwd=ROOT, env=client_env, capture_output=True, text=True, timeout=HUNG_S,
         )  # fmt: skip
         assert run.returncode == 0, run.stderr[-2000:]
         wrong = subprocess.run(
             single_run(fx, server.url, tmp_path / "wrong", "run_name=denied"),
             cwd=ROOT, env=clean_env(MLFLOW_TRACKING_USERNAME="admin", MLFLOW_TRACKING_PASSWORD="nope"),
-            capture_output=True, text=True, timeout=300,
+            capture_output=True, text=True, timeout=HUNG_S,
         )  # fmt: skip
         assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
     finally:
@@ -316,7 +316,7 @@ def test_basic_auth_with_the_password_never_written(tmp_path, postgres):
     pg_dump += ["-p", str(postgres.port), "-U", postgres.user, "mlflow_auth"]
     as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     # Not in the database either (MLflow stores a salted hash):
-    dump = subprocess.run(as_postgres + pg_dump, capture_output=True, timeout=120)
+    dump = subprocess.run(as_postgres + pg_dump, capture_output=True, timeout=HUNG_S)
     assert dump.returncode == 0 and b"authed" in dump.stdout and password.encode() not in dump.stdout
 
 

@@ -24,10 +24,12 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from cli_helpers import answers_health
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -143,17 +145,7 @@ def walk(tmp_path_factory):
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, f"mlflow ui exited: {server.stderr.read()[-2000:]}"
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "mlflow ui did not answer within 120 s"
-            time.sleep(0.5)
+        wait_until(f"mlflow ui {base} to answer /health", lambda: answers_health(base), server, poll_s=0.5)
         sh.log.append(f"{time.monotonic() - started:6.1f} s  total before the browser")
         yield {
             "out": out, "base": base, "exp": exp, "runs": runs, "point": point, "other": other,

@@ -31,6 +31,7 @@ from cli_helpers import (
 from evalpipe.safety.signals import child_pids
 from evalpipe.tracking.mlflow_store import schema_lock
 from evalpipe.tracking.upload_worker import wanted
+from waiting import wait_gone, wait_until
 
 PLUGIN = ["~ranker", "+ranker._target_=plugins_for_tests.keyword_search", "+ranker._partial_=true"]
 #: Tags that differ between two runs of the same configuration by construction.
@@ -103,22 +104,22 @@ def test_parent_killed_with_sigkill_leaves_no_running_run(tmp_path):
     assert len(workers) == 1, "the run started no upload worker"
     db = tmp_path / "ml" / "mlflow.db"
     db.parent.mkdir(exist_ok=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # the worker opens the store and the run while the cases run
+
+    def opened() -> bool:  # the worker opens the store and the run while the cases run
         with schema_lock(db):  # not while the worker creates the schema
-            if all_runs(uri):
-                break
-        time.sleep(0.1)
+            return bool(all_runs(uri))
+
+    wait_until("the upload worker to open the run", opened, proc)
     assert [r.info.status for r in all_runs(uri)] == ["RUNNING"]
     proc.send_signal(signal.SIGKILL)  # no handler, no record stage: only the worker can end the run
     proc.communicate(timeout=60)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and all_runs(uri)[0].info.status == "RUNNING":
-        time.sleep(0.1)
+    wait_until(
+        "the upload worker to end the run",
+        lambda: all_runs(uri)[0].info.status != "RUNNING",
+        alive=lambda: "upload_worker" in cmdline(workers[0]),
+    )
     assert [r.info.status for r in all_runs(uri)] == ["KILLED"]
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and cmdline(workers[0]):
-        time.sleep(0.1)
+    wait_gone("the upload worker", lambda: bool(cmdline(workers[0])))
     assert "upload_worker" not in cmdline(workers[0]), "the worker outlived its run"
 
 
