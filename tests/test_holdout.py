@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import all_runs, cli
+from cli_helpers import all_runs
+from cli_in_process import run_cli as cli
 from evalpipe.inputs.fixture import load_fixture
 from evalpipe.inputs.split import assign
 from holdout_plugins import Memoriser, write_fixture

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from cli_helpers import cli, write_tiny
+from cli_helpers import write_tiny
+from cli_in_process import run_cli as cli
 from evalpipe.compare.cli import main as compare_main
 from evalpipe.evaluation.naming import component_choices, qualified_choice
 from evalpipe.paths import PROJECT_ROOT

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from cli_helpers import cli, cli_env
+from cli_helpers import cli_env
+from cli_in_process import run_cli as cli
 from conftest import ROOT
 from evalpipe.inputs import fixture_memo, split
 from evalpipe.inputs.beir import load_beir, load_trec

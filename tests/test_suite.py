@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import FIXTURE, all_runs, cli, write_tiny
+from cli_helpers import FIXTURE, all_runs, write_tiny
+from cli_in_process import run_cli as cli
 from conftest import ROOT
 from evalpipe.suite.aggregate import aggregate
 from evalpipe.suite.spec import SuiteError, check_suite, conf_dirs, fixture_options

@@ -107,7 +107,9 @@ class Pairs:
         family's minimum detectable differences are computed at."""
         if not math.isfinite(self.crit):  # nothing can be significant: as strict as a level gets
             return _FLOOR
-        return max(_FLOOR, float(2.0 * (1.0 - _phi(self.crit))))
+        # Never looser than one test at alpha: a degenerate resampling distribution (every pair's
+        # differences zero, so c = 0) would otherwise hand the power model a level of 1.
+        return min(self.alpha, max(_FLOOR, float(2.0 * (1.0 - _phi(self.crit)))))
 
 
 #: The smallest pair level handed to the power model (an infinite critical value detects nothing).
