@@ -65,7 +65,7 @@ def check(cfg: DictConfig) -> RunState:
     containers = register_config(cfg)  # the config read once; from here on, secrets are masked
     ranker_choice, overrides, out_dir = hydra_context()
     if out_dir is not None:  # never overwrite results that exist nowhere else
-        kept = unsynced(out_dir)
+        kept = unsynced(out_dir, "hydra.sweep.dir" if preflight.is_multirun() else "hydra.run.dir")
         if kept:
             fail(kept)
     try:
