@@ -21,7 +21,6 @@ the judged.tsv header), and the date of the merge.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -38,6 +37,7 @@ from evalpipe.corpus import CorpusError, load_jsonl_corpus
 from evalpipe.inputs.fixture import _case_lines, check_against_corpus, parse_cases
 from evalpipe.judge.report import TSV_COLUMNS
 from evalpipe.paths import resolve_path
+from evalpipe.safety.cli_parser import CommandParser
 from evalpipe.safety.errors import EvalpipeError, print_error
 
 
@@ -322,7 +322,7 @@ def merge(
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="evalpipe merge-judgements",
         description="Merge reviewed judge verdicts (a run's judged.tsv) into a fixture as a new version.",
     )
