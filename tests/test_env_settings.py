@@ -14,6 +14,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import evalpipe.__main__ as entry
 from cli_helpers import cli_env
@@ -145,3 +147,27 @@ def test_each_setting_says_what_it_does():
         assert s.what and s.kind in ("number", "integer", "switch", "words")
         if s.kind in ("number", "integer"):
             assert s.low is not None and s.high is not None and s.low <= float(s.default) <= s.high
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(raw=st.one_of(st.text(max_size=30), st.floats(allow_nan=True).map(repr), st.integers().map(str)))
+def test_fuzzed_values_are_a_checked_value_or_one_line_naming_the_variable(raw):
+    """Property over every setting: any text is either the default (blank), a value of the right
+    type inside the stated range, or an EnvSettingError of one line naming the variable."""
+    for s in SETTINGS:
+        try:
+            got = value(s.name, {s.name: raw})
+        except EnvSettingError as exc:
+            line = str(exc)
+            assert "\n" not in line and line.startswith(f"environment variable {s.name}=")
+            continue
+        if not raw.strip():
+            assert got == s.default
+        elif s.kind == "integer":
+            assert isinstance(got, int) and s.low <= got <= s.high
+        elif s.kind == "number":
+            assert isinstance(got, float) and s.low <= got <= s.high
+        elif s.kind == "switch":
+            assert isinstance(got, bool)
+        else:
+            assert isinstance(got, str) and all(w == w.strip() and w for w in got.split(",") if got)
