@@ -127,17 +127,16 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _varying(points: Sequence[Sequence[str]]) -> set[str]:
-    """The keys whose value is not the same in every point (what tells the points apart)."""
-    seen: dict[str, set[str]] = {}
+    """The keys whose value is not the same in every point, or that some point lacks (what tells
+    the points apart)."""
+    values: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
     for point in points:
         for item in point:
             key, _, value = item.partition("=")
-            seen.setdefault(key, set()).add(value)
-    return {
-        k
-        for k, values in seen.items()
-        if len(values) > 1 or any(k not in dict(o.partition("=")[::2] for o in p) for p in points)
-    }
+            values.setdefault(key, set()).add(value)
+            counts[key] = counts.get(key, 0) + 1
+    return {k for k in values if len(values[k]) > 1 or counts[k] < len(points)}
 
 
 def _swept(point: Sequence[str], varying: set[str]) -> str:
@@ -176,9 +175,7 @@ def check_points(
         job = copy.deepcopy(composed)
         with open_dict(job):
             job.pop("hydra", None)
-        if _is_suite(job):
-            pass  # a suite checks its fixtures itself, before its own parent run (suite.run)
-        else:
+        if not job.get("suite"):  # a suite checks its fixtures itself, before its own run (suite.run)
             try:
                 check(job, list(overrides))
             except EvalpipeError as exc:
@@ -186,8 +183,3 @@ def check_points(
         if keep is not None and points.exact:
             keep(overrides, composed)
     return total
-
-
-def _is_suite(job: DictConfig) -> bool:
-    suite = job.get("suite")
-    return isinstance(suite, DictConfig) and bool(suite.get("fixtures") or suite.get("name"))
