@@ -257,7 +257,6 @@ def test_deep_yaml_is_one_line_with_file_and_line(tmp_path):
 
 
 def test_deep_json_and_long_lines_name_the_file_and_line(tmp_path, monkeypatch):
-    import evalpipe.core.files as files
     from evalpipe.corpus.model import CorpusError, load_jsonl_corpus
     from evalpipe.inputs.trec import read_jsonl_run as read_run
     from evalpipe.safety.errors import EvalpipeError
@@ -268,7 +267,7 @@ def test_deep_json_and_long_lines_name_the_file_and_line(tmp_path, monkeypatch):
         load_jsonl_corpus(corpus)
     run = tmp_path / "run.jsonl"
     run.write_text('{"qid": "' + "q" * 5000 + '", "hits": []}\n')
-    monkeypatch.setattr(files, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setenv("EVALPIPE_MAX_LINE_MB", repr(1000 / 2**20))  # read when used (safety.env_settings)
     with pytest.raises(
         EvalpipeError, match=rf"{run}:1: line longer than 1000 bytes \(the limit; EVALPIPE_MAX_LINE_MB"
     ):

@@ -204,3 +204,20 @@ def test_suite_whose_second_fixture_is_broken_stops_before_the_first_runs(tmp_pa
     assert lines[0].startswith("evalpipe: error: suite half: fixture tinyc: ") and str(broken) in lines[0]
     assert not (tmp_path / "suite" / "tinya").exists()  # the first fixture was not measured
     assert not (tmp_path / "mlflow.db").exists() or all_runs(uri) == []
+
+
+def test_suite_into_a_folder_with_an_unsynced_member_run_stops_before_the_suite_run(tmp_path, conf):
+    """Issue 39, category 3: the second member's folder holds a run not in a store yet; the suite
+    refuses before its own run exists and before the first member is measured."""
+    kept = tmp_path / "suite" / "tinyb"
+    kept.mkdir(parents=True)
+    (kept / "run_info.json").write_text(json.dumps({"upload": "offline", "status": "FINISHED"}))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    proc = cli(tmp_path, *common(tmp_path, conf, uri), "suite=pair", f"hydra.run.dir={tmp_path / 'suite'}")
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("evalpipe: error: suite pair: fixture tinyb: ")
+    assert "not in a tracking store yet" in lines[0] and "hydra.run.dir=" in lines[0]
+    assert not (tmp_path / "suite" / "tinya").exists()  # the first fixture was not measured
+    assert not (tmp_path / "mlflow.db").exists() or all_runs(uri) == []

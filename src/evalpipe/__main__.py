@@ -103,7 +103,13 @@ def exit_now(code: object) -> None:
 
 def _main() -> None:
     # lazy: evalpipe.safety, ~3 ms
-    from evalpipe.safety import signals
+    from evalpipe.safety import env_settings, signals
+    from evalpipe.safety.errors import fail
+
+    try:  # every environment setting checked before any command reads one (exit 2, one line)
+        env_settings.check_all()
+    except env_settings.EnvSettingError as exc:
+        fail(exc)
 
     if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
         sub = SUBCOMMANDS[sys.argv[1]]

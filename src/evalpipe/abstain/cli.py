@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.reporting.local import SavedRunError, load_run
+from evalpipe.safety.cli_parser import CommandParser
 from evalpipe.safety.errors import EvalpipeError, print_error
 from evalpipe.stats import abstention as ab
 
@@ -232,7 +233,7 @@ def plot(test: RunCases, chosen: ab.Outcome, path: Path) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog=PROG,
         description="Choose a threshold for answering nothing on a dev run; report it on a test run.",
         epilog=EXAMPLES,

@@ -30,6 +30,7 @@ from evalpipe.compare.runs import (
 )
 from evalpipe.compare.suites import compare_suites, is_suite_run
 from evalpipe.reporting import case_diff_view
+from evalpipe.safety.cli_parser import CommandParser
 from evalpipe.safety.errors import print_error
 from evalpipe.stats.comparison import CompareError, case_diffs, compare_runs
 from evalpipe.stats.corrections import DEFAULT_METHOD, METHODS
@@ -48,7 +49,7 @@ Runs are compared on the cases present in all of them. Exit status: 0 done, 2 ba
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="evalpipe compare",
         description=(
             "Compare evaluation runs case by case: per metric, each run's mean with a bootstrap CI,\n"

@@ -18,22 +18,30 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from evalpipe.safety import env_settings
 from evalpipe.safety.errors import EvalpipeError
 
 BOM = "\ufeff"
 
 
-def _limit(name: str, default_mb: float) -> int:
-    try:
-        return int(float(os.environ.get(name, default_mb)) * 1024 * 1024)
-    except ValueError:
-        return int(default_mb * 1024 * 1024)
+def max_file_bytes() -> int:
+    """Largest input file read whole (a fixture, a run_info.json, a baseline): EVALPIPE_MAX_FILE_MB,
+    read when used and checked (`safety.env_settings`: a bad value is one line, never a default)."""
+    return max(1, int(env_settings.number("EVALPIPE_MAX_FILE_MB") * 1024 * 1024))
 
 
-#: Largest input file read whole (a fixture, a run_info.json, a baseline): EVALPIPE_MAX_FILE_MB.
-MAX_FILE_BYTES = _limit("EVALPIPE_MAX_FILE_MB", 2048)
-#: Longest line a line reader accepts (a corpus unit, a run-file line): EVALPIPE_MAX_LINE_MB.
-MAX_LINE_BYTES = _limit("EVALPIPE_MAX_LINE_MB", 64)
+def max_line_bytes() -> int:
+    """Longest line a line reader accepts (a corpus unit, a run-file line): EVALPIPE_MAX_LINE_MB."""
+    return max(1, int(env_settings.number("EVALPIPE_MAX_LINE_MB") * 1024 * 1024))
+
+
+def __getattr__(name: str) -> int:
+    """`MAX_FILE_BYTES` / `MAX_LINE_BYTES` as the module constants they were, read when asked."""
+    if name == "MAX_FILE_BYTES":
+        return max_file_bytes()
+    if name == "MAX_LINE_BYTES":
+        return max_line_bytes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class InputFileError(EvalpipeError, ValueError):
@@ -114,10 +122,11 @@ def check_regular(path: Path, what: str = "input file", tail: str = "") -> os.st
 
 
 def check_size(path: Path, st: os.stat_result, what: str = "input file") -> None:
-    if st.st_size > MAX_FILE_BYTES:
+    limit = max_file_bytes()
+    if st.st_size > limit:
         raise InputFileError(
             f"{path}: {what} of {size_text(st.st_size)} is larger than the limit of "
-            f"{size_text(MAX_FILE_BYTES)} (EVALPIPE_MAX_FILE_MB=... raises it)"
+            f"{size_text(limit)} (EVALPIPE_MAX_FILE_MB=... raises it)"
         )
 
 
@@ -177,25 +186,27 @@ def read_text(path: Path) -> str:
 
 def _gunzip_capped(data: bytes, path: Path) -> bytes:
     out = bytearray()
+    limit = max_file_bytes()
     with gzip.GzipFile(fileobj=io.BytesIO(data)) as fh:
         while chunk := fh.read(1 << 20):
             out += chunk
-            if len(out) > MAX_FILE_BYTES:
+            if len(out) > limit:
                 raise InputFileError(
-                    f"{path}: decompresses to more than {size_text(MAX_FILE_BYTES)} "
+                    f"{path}: decompresses to more than {size_text(limit)} "
                     "(EVALPIPE_MAX_FILE_MB=... raises the limit)"
                 )
     return bytes(out)
 
 
 def capped_lines(fh) -> Iterator[bytes]:
-    """The lines of a binary file object, each at most MAX_LINE_BYTES (longer: an InputFileError
+    """The lines of a binary file object, each at most `max_line_bytes()` (longer: an InputFileError
     raised by `binary_lines` with the line number), read without holding more than that."""
+    limit = max_line_bytes()
     while True:
-        line = fh.readline(MAX_LINE_BYTES + 1)
+        line = fh.readline(limit + 1)
         if not line:
             return
-        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+        if len(line) > limit and not line.endswith(b"\n"):
             raise _LongLine()
         yield line
 
@@ -218,7 +229,7 @@ def binary_lines(path: Path, raw: Iterable[bytes]) -> Iterator[tuple[int, str]]:
             return
         except _LongLine:
             raise InputFileError(
-                f"{path}:{lineno + 1}: line longer than {size_text(MAX_LINE_BYTES)} (the limit; "
+                f"{path}:{lineno + 1}: line longer than {size_text(max_line_bytes())} (the limit; "
                 "EVALPIPE_MAX_LINE_MB=... raises it)"
             ) from None
         except (gzip.BadGzipFile, EOFError, zlib.error) as exc:

@@ -21,6 +21,7 @@ from evalpipe.corpus.markdown import DEFAULT_SECTION_CHARS
 from evalpipe.corpus.model import CorpusError, load_jsonl_corpus, write_jsonl_corpus
 from evalpipe.corpus.python_src import DEFAULT_EXCERPT_CHARS
 from evalpipe.corpus.stats import corpus_stats, write_corpus_stats
+from evalpipe.safety.cli_parser import CommandParser
 
 EPILOG = """\
 unit IDs:
@@ -48,7 +49,7 @@ def _positive(text: str) -> int:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="python -m evalpipe.corpus",
         description="Build a JSONL corpus of code symbols (Python, Go, TS/JS) and Markdown sections "
         "from a source tree, with contains/calls/imports/inherits/implements/references/subcommands "

@@ -164,12 +164,13 @@ def _capped_lines(text: io.TextIOWrapper, limit: int):
 def load_jsonl_corpus(path: str | Path, name: str = "") -> Corpus:
     """Load a JSONL (optionally gzipped) corpus; errors name the file and line."""
     # lazy: evalpipe.core.files, ~2 ms
-    from evalpipe.core.files import BOM, MAX_LINE_BYTES, InputFileError, read_text, require_file
+    from evalpipe.core.files import BOM, InputFileError, max_line_bytes, read_text, require_file
 
     path = Path(path)
     units = []
     first_line: dict[str, int] = {}
     try:
+        MAX_LINE_BYTES = max_line_bytes()  # noqa: N806 (read once, checked: EVALPIPE_MAX_LINE_MB)
         require_file(path, "corpus file")
         with path.open("rb") as binary:
             raw = _HashingReader(binary)

@@ -23,9 +23,31 @@ def round_floats(text: str, digits: int = 4) -> str:
     return FLOAT.sub(lambda m: f"{float(m.group(0)):.{digits}g}", text)
 
 
+#: An absolute path as a value: POSIX, home-relative, or a Windows drive.
+ABSOLUTE = re.compile(r"^(?:/|~|[A-Za-z]:[\\/])")
+
+
+def short_value(value: str) -> str:
+    """An absolute path as its last component (`/home/ann/stores/docs_db` -> `docs_db`).
+
+    The run name is a label (tables, `compare`, the tag of every run.trec line): the absolute
+    path of a user's store is long, says whose home it is, and differs between machines for the
+    same store. The full value stays in the run's params and config.yaml, which identify the store."""
+    bare = value.strip().strip("'\"")
+    if not ABSOLUTE.match(bare):
+        return value
+    name = re.split(r"[\\/]", bare.rstrip("/\\"))[-1]
+    return name or value
+
+
 def point_name(ranker_choice: str, overrides: list[str]) -> str:
-    """The ranker's config name followed by the `ranker.*` overrides without the `ranker.` prefix."""
-    swept = [o.split("ranker.", 1)[1] for o in overrides if o.startswith("ranker.")]
+    """The ranker's config name followed by the `ranker.*` overrides without the `ranker.` prefix
+    (an absolute path given as a value shown by its last component, `short_value`)."""
+    swept = []
+    for o in overrides:
+        if o.startswith("ranker."):
+            key, eq, value = o.split("ranker.", 1)[1].partition("=")
+            swept.append(f"{key}{eq}{short_value(value)}" if eq else key)
     return round_floats(" ".join([ranker_choice, *swept]))
 
 

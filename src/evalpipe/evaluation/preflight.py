@@ -275,11 +275,14 @@ def check(
     cfg: DictConfig,
     overrides: Sequence[str] = (),
     containers: tuple[dict[str, Any] | None, dict[str, Any]] | None = None,
+    sweep: bool = False,
 ) -> Checked:
     """Validate config, fixture, corpus, ranker and replayed files; raise an EvalpipeError on the first
     problem. `overrides` (Hydra's task overrides) tell an explicitly given objective from the default.
     `containers`: the config already turned into (resolved, raw) plain containers by the caller
-    (`safety.secrets.register_config`; resolved None if it could not resolve), so it is read once."""
+    (`safety.secrets.register_config`; resolved None if it could not resolve), so it is read once.
+    `sweep`: a sweep point checked by its parent (`sweeps.points`), where the objective must exist
+    as in every multirun job."""
     missing = missing_values(cfg)
     if missing:
         raise ConfigError(
@@ -326,7 +329,7 @@ def check(
     objective = check_objective(
         resolved.get("objective"),
         produced_metric_names(fixture, ks, families, judged),
-        explicit or is_multirun(),
+        explicit or sweep or is_multirun(),
     )
     coverage = check_store_coverage(ranker, fixture.cases)  # a store's records vs the labels
     warnings = [*fixture.notes, *split_warnings, *check_ranker_inputs(ranker, fixture), *coverage]
@@ -401,6 +404,22 @@ def check_optuna_storage(raw: Any) -> None:
             f"hydra.sweeper.storage={text!r} is not an SQLite URL Optuna can open: write three slashes "
             "and a file, e.g. sqlite:///optuna.db or sqlite:////abs/path/optuna.db"
         )
+
+
+def check_sweep_dir(path: str) -> None:
+    """A sweep into a folder holding saved runs not yet in a tracking store (an offline sweep's
+    jobs, a failed upload) would overwrite them job by job: refused before the parent run exists,
+    naming the first such run and `hydra.sweep.dir`."""
+    # lazy: evalpipe.reporting.local, ~4 ms
+    from evalpipe.reporting.local import find_saved_runs, unsynced
+
+    folder = Path(path)
+    if not folder.is_dir():
+        return
+    for saved in find_saved_runs([folder]):
+        why = unsynced(saved, "hydra.sweep.dir")
+        if why:
+            raise ConfigError(why)
 
 
 def check_output_dir(path: str) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from evalpipe import __version__
+from evalpipe.core import progress_bars
 from evalpipe.core.fingerprint import code_fingerprint
 from evalpipe.corpus import corpus_metrics
 from evalpipe.evaluation.files import case_table, run_files
@@ -65,7 +66,7 @@ def check(cfg: DictConfig) -> RunState:
     containers = register_config(cfg)  # the config read once; from here on, secrets are masked
     ranker_choice, overrides, out_dir = hydra_context()
     if out_dir is not None:  # never overwrite results that exist nowhere else
-        kept = unsynced(out_dir)
+        kept = unsynced(out_dir, "hydra.sweep.dir" if preflight.is_multirun() else "hydra.run.dir")
         if kept:
             fail(kept)
     try:
@@ -73,6 +74,7 @@ def check(cfg: DictConfig) -> RunState:
         judge = build_judge(checked.resolved.get("judge"))  # plain values, not the Hydra node
     except EvalpipeError as exc:
         fail(str(exc))
+    progress_bars.allow(checked.progress)  # progress=false: no bar of ours nor of a model loader
     for warning in checked.warnings:  # one plain line each (rich would wrap them)
         print(f"evalpipe: warning: {mask_text(warning)}", file=sys.stderr)
     return RunState(

@@ -11,19 +11,14 @@ import sys
 
 from evalpipe.inputs.fixture import Fixture, load_fixture
 from evalpipe.paths import PROJECT_ROOT, resolve_path
-from evalpipe.safety.errors import EvalpipeError, fail, print_error
+from evalpipe.safety.cli_parser import CommandParser
+from evalpipe.safety.errors import EvalpipeError, print_error
 
 PROG = "evalpipe check-fixture"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        """One line, exit 2 (argparse's default prints the whole usage first)."""
-        fail(f"{message} (see --help)", prog=PROG)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = CommandParser(
         prog=PROG,
         description=(
             "Measure how hard and how honest each case of a fixture is: query/target word overlap, "

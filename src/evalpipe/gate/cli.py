@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.gate.model import GateError
+from evalpipe.safety.cli_parser import CommandParser
 from evalpipe.safety.errors import print_error
 from evalpipe.safety.secrets import mask_text
 from evalpipe.stats.comparison import CompareError
@@ -84,7 +85,7 @@ def _opener(uri: str):
 
 
 def build_gate_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="evalpipe gate",
         description=(
             "Is the candidate worse than the baseline, per tier, beyond noise, on the same data?\n"
@@ -292,7 +293,7 @@ def _log(args, result, candidate, open_store, text: str, json_text: str, console
 
 
 def build_baseline_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="evalpipe baseline",
         description="Named baselines for `evalpipe gate`: record one in the tracking store, list them, "
         "or export one (figures and per-case values) to a JSON file CI can gate against without a server.",

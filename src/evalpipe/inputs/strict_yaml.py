@@ -8,13 +8,13 @@ intends: only keys written out in the same mapping count as duplicates.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from evalpipe.core.files import read_text
+from evalpipe.safety import env_settings
 from evalpipe.safety.errors import EvalpipeError
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -34,7 +34,9 @@ class _TooDeep(yaml.MarkedYAMLError):
 
 #: Deepest nesting of mappings and lists accepted (a fixture needs about 5); PyYAML composes
 #: recursively, so a document nested thousands deep would end in "maximum recursion depth".
-MAX_DEPTH = int(os.environ.get("EVALPIPE_MAX_YAML_DEPTH", "100") or 100)
+def max_depth() -> int:
+    """EVALPIPE_MAX_YAML_DEPTH, read when a loader starts and checked (`safety.env_settings`)."""
+    return int(env_settings.value("EVALPIPE_MAX_YAML_DEPTH"))  # type: ignore[arg-type]
 
 
 class StrictLoader(yaml.SafeLoader):
@@ -42,14 +44,18 @@ class StrictLoader(yaml.SafeLoader):
 
     _depth = 0
 
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._max_depth = max_depth()
+
     def compose_node(self, parent: Any, index: Any) -> Any:
         self._depth += 1
         try:
-            if self._depth > MAX_DEPTH:
+            if self._depth > self._max_depth:
                 raise _TooDeep(
                     None,
                     None,
-                    f"nested more than {MAX_DEPTH} levels deep (the limit; EVALPIPE_MAX_YAML_DEPTH=... "
+                    f"nested more than {self._max_depth} levels deep (the limit; EVALPIPE_MAX_YAML_DEPTH=... "
                     "raises it)",
                     self.peek_event().start_mark,
                 )
@@ -146,7 +152,7 @@ def parse(text: str, path: Path | str) -> Any:
     except yaml.YAMLError as exc:
         raise YAMLFileError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
     except RecursionError:  # a nesting the composer's limit did not see (e.g. in flow style)
-        raise YAMLFileError(f"{path}: nested too deeply to read (more than {MAX_DEPTH} levels)") from None
+        raise YAMLFileError(f"{path}: nested too deeply to read (more than {max_depth()} levels)") from None
 
 
 def load_file(path: Path) -> tuple[Any, str]:

@@ -21,7 +21,6 @@ the judged.tsv header), and the date of the merge.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -39,6 +38,7 @@ from evalpipe.inputs.fixture import _case_lines, check_against_corpus, load_fixt
 from evalpipe.judge import people
 from evalpipe.judge.report import TSV_COLUMNS
 from evalpipe.paths import resolve_path
+from evalpipe.safety.cli_parser import CommandParser
 from evalpipe.safety.errors import EvalpipeError, print_error
 
 
@@ -396,7 +396,7 @@ def provenance_path(out: Path) -> Path:
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="evalpipe merge-judgements",
         description="Merge reviewed judge verdicts (a run's judged.tsv) or people's labels (evalpipe label) "
         "into a fixture as a new version.",

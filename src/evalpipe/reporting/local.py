@@ -190,9 +190,10 @@ def load_run(directory: Path) -> SavedRun:
     return SavedRun(directory, info, metrics, params, tags)
 
 
-def unsynced(directory: Path) -> str | None:
+def unsynced(directory: Path, setting: str = "hydra.run.dir") -> str | None:
     """Why `directory` must not take a new run: it holds a saved run not (completely) uploaded, whose
-    files a new run would overwrite (None when it is empty, uploaded, or holds no run)."""
+    files a new run would overwrite (None when it is empty, uploaded, or holds no run). `setting`
+    is the one the advice names: `hydra.run.dir` for a run, `hydra.sweep.dir` for a sweep's job."""
     path = directory / INFO_FILE
     if not path.is_file():
         return None
@@ -203,10 +204,11 @@ def unsynced(directory: Path) -> str | None:
         state = "unreadable"
     if state == "complete":
         return None
+    what = "sweep" if setting == "hydra.sweep.dir" else "run"
     return (
         f"{directory} holds a saved run that is not in a tracking store yet ({INFO_FILE}: upload "
         f"{state}); a new run there would overwrite it: upload it first with `evalpipe sync {directory}`, "
-        "move it away, or give this run another hydra.run.dir=..."
+        f"move it away, or give this {what} another {setting}=..."
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from evalpipe import __version__
+from evalpipe.reporting.local import unsynced
 from evalpipe.safety import signals
 from evalpipe.safety.errors import EvalpipeError, fail
 from evalpipe.safety.secrets import mask_config, mask_mapping, mask_text, register_config
@@ -60,6 +61,11 @@ def evaluate_suite(cfg: DictConfig) -> float:
         fail(f"cannot resolve the config: {' '.join(str(exc).split())}")
     _check_members(suite, overrides)  # every fixture's run checked before the first one measures
     objective = str(resolved.get("objective") or "recall_at_5")
+    if out_dir is not None:  # a member's folder holding an unsynced run: refused before the suite run
+        for fixture in suite.fixtures:
+            kept = unsynced(out_dir / fixture)
+            if kept:
+                fail(f"suite {suite.name}: fixture {fixture}: {kept}")
     out = out_dir or Path(tempfile.mkdtemp(prefix="evalpipe-suite-"))
     offline = bool(cfg.tracking.get("offline", False))
     experiment = experiment_name(cfg)

@@ -98,6 +98,28 @@ def _sweeper_spec(config: DictConfig) -> tuple[dict[str, str], list[str]]:
     return spec, task
 
 
+def _check_every_point(config: DictConfig) -> None:
+    """Compose and check every point (the grid; an Optuna search space's ends) before the parent
+    run exists (`sweeps.points`); the grid's configs go on to the launcher (`compose_once.keep`)."""
+    # lazy: hydra, ~140 ms
+    from hydra.core.global_hydra import GlobalHydra
+
+    # lazy: evalpipe.evaluation.preflight, evalpipe.sweeps, numpy, ~83 ms
+    from evalpipe.evaluation import preflight
+    from evalpipe.sweeps import compose_once, points
+
+    hydra = GlobalHydra.instance()
+    if not hydra.is_initialized():  # the callback driven by hand (tests): no loader to compose with
+        return
+    loader = hydra.config_loader()
+    points.check_points(
+        config,
+        loader,
+        lambda job, overrides: preflight.check(job, overrides, sweep=True),
+        keep=lambda overrides, composed: compose_once.keep(loader, overrides, composed),
+    )
+
+
 class MLflowSweepCallback(Callback):
     """Parent MLflow run per multirun; summary, best points and plots when it ends.
 
@@ -153,7 +175,7 @@ class MLflowSweepCallback(Callback):
 
     def _start(self, config: DictConfig) -> None:
         # lazy: evalpipe.evaluation.preflight, numpy, ~83 ms
-        from evalpipe.evaluation.preflight import check_sweep
+        from evalpipe.evaluation.preflight import check_sweep, check_sweep_dir
 
         # lazy: evalpipe.sweeps, evalpipe.tracking.sweep_summary, numpy, ~98 ms
         from evalpipe.sweeps import compose_once
@@ -166,6 +188,8 @@ class MLflowSweepCallback(Callback):
         try:  # bad input found now leaves nothing in the store (no experiment, no parent run)
             check_sweep(config, swept_keys(*_sweeper_spec(config)))
             self._stats = settings_from(config.get("sweep"))
+            check_sweep_dir(str(config.hydra.sweep.dir))
+            _check_every_point(config)
         except EvalpipeError as exc:
             fail(exc)
         except ValueError as exc:  # a bad sweep.alpha / correction / power

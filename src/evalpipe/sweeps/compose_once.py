@@ -12,7 +12,7 @@ in another process (joblib, Ray) never asks here, so at most `KEEP` configs are 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 #: Validated configs kept for the launcher (a remote launcher never collects them).
@@ -29,6 +29,14 @@ def after_check(hook: Callable[[], None] | None) -> None:
     _after_check.clear()
     if hook is not None:
         _after_check.append(hook)
+
+
+def keep(loader: Any, overrides: Sequence[str], composed: Any) -> None:
+    """Hand a config composed before the sweep started (`sweeps.points`, which checks every point
+    before the parent run exists) to the sweeper's check and the launcher: not composed again."""
+    _validated[(id(loader), tuple(overrides))] = composed
+    while len(_validated) > KEEP:
+        _validated.popitem(last=False)
 
 
 def install() -> None:
@@ -57,6 +65,8 @@ def install() -> None:
         loader = loader.config_loader if loader is not None else self.config_loader
         for overrides in batch:
             key = (id(loader), tuple(overrides))
+            if key in _validated:  # composed (and checked) when the sweep started
+                continue
             _validated[key] = compose(loader, self.config, list(overrides))  # raises as Hydra's does
             while len(_validated) > KEEP:
                 _validated.popitem(last=False)

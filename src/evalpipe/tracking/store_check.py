@@ -31,13 +31,20 @@ from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
+from evalpipe.safety import env_settings
 from evalpipe.safety.errors import EvalpipeError
 
 #: URI schemes MLflow's tracking client accepts here (a database URL may name a driver: `+psycopg`).
 DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")
 SCHEMES = ("sqlite", "http", "https", "databricks", *DATABASE_SCHEMES)
+
+
 #: How long a SQLite store may be held by another writer before the run gives up (MLflow waits too).
-LOCK_WAIT_S = float(os.environ.get("EVALPIPE_STORE_LOCK_WAIT_S", "10"))
+def lock_wait_s() -> float:
+    """EVALPIPE_STORE_LOCK_WAIT_S, read when used and checked (`safety.env_settings`)."""
+    return env_settings.number("EVALPIPE_STORE_LOCK_WAIT_S")
+
+
 #: Budget for a database server to accept a TCP connection.
 CONNECT_WAIT_S = 5.0
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -130,7 +137,7 @@ def check_sqlite(db: Path, uri: str, experiment: str | None) -> None:
             "MLflow store, or move the file away"
         )
     try:
-        con = sqlite3.connect(f"file:{db}?mode=rw", uri=True, timeout=LOCK_WAIT_S, isolation_level=None)
+        con = sqlite3.connect(f"file:{db}?mode=rw", uri=True, timeout=lock_wait_s(), isolation_level=None)
     except sqlite3.Error as exc:
         raise StoreProblem(f"tracking store {shown}: cannot open {db} ({exc})") from None
     try:
@@ -203,14 +210,14 @@ def deleted_experiment(name: str, experiment_id: str, shown: str) -> StoreProble
 
 def _locked(db: Path, shown: str) -> StoreProblem:
     return StoreProblem(
-        f"tracking store {shown} is locked by another writer (waited {LOCK_WAIT_S:.0f} s for {db}): "
+        f"tracking store {shown} is locked by another writer (waited {lock_wait_s():g} s for {db}): "
         "let the other process finish or stop it, or run with tracking.offline=true and upload "
         "later with `evalpipe sync <output dir>`"
     )
 
 
 def _check_lock(con: sqlite3.Connection, db: Path, shown: str) -> None:
-    """Take and drop the write lock: a writer holding it past LOCK_WAIT_S would fail MLflow later."""
+    """Take and drop the write lock: a writer holding it past lock_wait_s() would fail MLflow later."""
     try:
         con.execute("BEGIN IMMEDIATE")
         con.execute("ROLLBACK")

@@ -11,12 +11,12 @@ ID (the store died mid-upload) is marked FAILED and replaced by a complete one.
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 from typing import Any
 
 from evalpipe.reporting.local import SavedRun, find_saved_runs, load_run, update_info
+from evalpipe.safety.cli_parser import CommandParser
 from evalpipe.safety.errors import EvalpipeError, print_error
 from evalpipe.safety.secrets import mask_text
 
@@ -132,7 +132,7 @@ def main(argv: list[str]) -> int:
     """`evalpipe sync [--tracking-uri URI] DIR...`: 0 when every run is in the store, 1 if an upload
     failed, 2 for bad input (nothing saved there, store unavailable)."""
 
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="evalpipe sync",
         description="Upload runs saved in output directories (offline, or while the store was down) "
         "to a tracking store, once: a run already uploaded is left alone.",

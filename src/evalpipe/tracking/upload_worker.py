@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.core.subcommands import SUBCOMMANDS  # `evalpipe <command>`s: not runs, nothing to upload
+from evalpipe.safety import env_settings
 from evalpipe.tracking.worker_errors import WorkerError, WorkerGone
 
 #: EVALPIPE_UPLOAD_WORKER=0 runs the upload in the run's own process (as before the worker).
@@ -67,7 +68,12 @@ def wanted(argv: Sequence[str]) -> bool:
 
 
 def _disabled() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off")
+    """EVALPIPE_UPLOAD_WORKER off. A value that is not a switch starts no worker either: the entry
+    then refuses it in one line (`safety.env_settings.check_all`), before anything runs."""
+    try:
+        return not env_settings.switch(ENV)
+    except env_settings.EnvSettingError:
+        return True
 
 
 def wanted_sweep(argv: Sequence[str]) -> bool:

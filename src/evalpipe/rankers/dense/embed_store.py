@@ -35,7 +35,6 @@ rounds) is written again as one pack, so the next run reads one file, and the ol
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -52,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from evalpipe.atomic import write_atomic
+from evalpipe.safety.cli_parser import CommandParser
 
 FORMAT = 1
 MAGIC = b"EPUNIT01"
@@ -274,7 +274,7 @@ def describe(cache_dir: str | Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="python -m evalpipe.rankers.dense.embed_store",
         description="Inspect or trim the semantic ranker's per-unit embedding cache.",
     )

@@ -14,6 +14,7 @@ a misconfigured model name fails fast instead of trying the network.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -22,13 +23,13 @@ import string
 import tempfile
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from evalpipe.core import Hit, Unit
+from evalpipe.core import Hit, Unit, progress_bars
 from evalpipe.corpus import Corpus
 from evalpipe.rankers.base import BatchScoring, CorpusRanker, RankerUnavailable
 from evalpipe.rankers.dense import embed_progress as embed_bar
@@ -132,6 +133,32 @@ def quantize_linear_layers(encoder: Any, quantize: str) -> Any:
                 )
         spec = dict.fromkeys(names, per_channel_dynamic_qconfig)
         return quantize_dynamic(copy.deepcopy(encoder), spec, dtype=torch.qint8)
+
+
+@contextlib.contextmanager
+def _library_bars(enabled: bool) -> Iterator[None]:
+    """The model loader's own tqdm bars ("Loading weights" from transformers, downloads from
+    huggingface_hub) only when progress bars are allowed (`progress=false` turns them off too);
+    the libraries' own setting is put back afterwards."""
+    if enabled:
+        yield
+        return
+    # lazy: transformers, huggingface_hub (imported by sentence_transformers already), <1 ms
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+
+    was_transformers = hf_logging.is_progress_bar_enabled()
+    was_hub = not hub_utils.are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # transformers' bars, and huggingface_hub's with them
+    try:
+        yield
+    finally:
+        if was_transformers:
+            hf_logging.enable_progress_bar()  # huggingface_hub's too
+        if was_hub and not was_transformers:
+            hub_utils.enable_progress_bars()
+        elif not was_hub:
+            hub_utils.disable_progress_bars()
 
 
 class SemanticRanker(BatchScoring, CorpusRanker):
@@ -309,7 +336,8 @@ class SemanticRanker(BatchScoring, CorpusRanker):
                 f"semantic ranker: sentence-transformers/torch not importable ({exc}); {INSTALL_HINT}"
             ) from None
         try:
-            return SentenceTransformer(location, device=self.device)
+            with _library_bars(progress_bars.allowed()):
+                return SentenceTransformer(location, device=self.device)
         except Exception as exc:  # any load failure means "this backend is not usable here"
             lines = str(exc).strip().splitlines()
             detail = f"{type(exc).__name__}: {lines[0][:300]}" if lines else type(exc).__name__
@@ -334,7 +362,8 @@ class SemanticRanker(BatchScoring, CorpusRanker):
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         costs = [embed_bar.text_cost(t, self.max_seq_length) for t in texts]
         out: np.ndarray | None = None
-        with embed_bar.embed_progress(len(texts), enabled=progress, total_cost=sum(costs)) as advance:
+        shown = progress and progress_bars.allowed()  # progress=false: no bar
+        with embed_bar.embed_progress(len(texts), enabled=shown, total_cost=sum(costs)) as advance:
             for lo in range(0, len(order), self.batch_size):
                 idx = order[lo : lo + self.batch_size]
                 vectors = self._encode_batch([texts[i] for i in idx])
