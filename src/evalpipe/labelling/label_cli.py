@@ -27,13 +27,14 @@ from evalpipe.inputs.fixture import load_fixture
 from evalpipe.judge.batch import check_fixture, read_batch
 from evalpipe.labelling.server import make_app
 from evalpipe.labelling.session import Session
+from evalpipe.safety.cli_parser import CommandParser
 from evalpipe.safety.errors import EvalpipeError, print_error
 
 PROG = "evalpipe label"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog=PROG, description="Label a judging batch (from `evalpipe pool`) in a local page."
     )
     p.add_argument("batch", type=Path, help="the batch JSONL written by evalpipe pool")

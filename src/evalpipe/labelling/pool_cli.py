@@ -22,13 +22,14 @@ from evalpipe.judge.batch import write_batch
 from evalpipe.labelling import plan
 from evalpipe.labelling.pooling import pool
 from evalpipe.labelling.runs import PooledRun, from_folder, from_mlflow, unique_labels
+from evalpipe.safety.cli_parser import CommandParser
 from evalpipe.safety.errors import EvalpipeError, print_error
 
 PROG = "evalpipe pool"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog=PROG,
         description="Pool the unlabelled top-k candidates of several runs on one fixture into a judging "
         "batch, "
