@@ -375,7 +375,17 @@ def report(state: RunState) -> float:
     if refused:  # a judged objective below full coverage (docs/metrics.md#coverage-and-the-budget)
         print(f"evalpipe: warning: {mask_text(refused)}", file=sys.stderr)
         return float("nan")
-    return float(value if value is not None else lookup(state.metrics, state.objective) or 0.0)
+    if value is None:
+        value = lookup(state.metrics, state.objective)
+    if value is None:  # not measured (a measure that does not apply): never a 0.0 for a sweeper
+        print(
+            f"evalpipe: warning: objective={state.objective} was not measured by this run (no case "
+            "has labels that name this ranker's IDs, e.g. a store's own records: choose a RAG "
+            "objective such as objective=rag_document_hit_rate)",
+            file=sys.stderr,
+        )
+        return float("nan")
+    return float(value)
 
 
 def print_offline_end(console, row: ReportRow, fixture: Fixture, ks, notes, after_tables) -> None:

@@ -197,7 +197,9 @@ def _score_results(
     # queries trec_eval evaluates; unanswerable cases (no expected IDs) are judged by the
     # RAG measures instead (did the ranker correctly return nothing?).
     answerable = np.fromiter(map(len, qrels), dtype=np.int64, count=n) > 0
-    overall = dict(metrics.aggregate(per_case, answerable))
+    # No judged case (every case unanswerable, or a store's own IDs no label names): the ranking
+    # metrics do not apply, so they are left out (shown as "—"), never averaged into a 0.
+    overall = dict(metrics.aggregate(per_case, answerable)) if answerable.any() else {}
     tier_names = list(tiers) if tiers is not None else list(dict.fromkeys(tier_col))
     per_tier = {}
     for tier, rows in _rows_by_tier(tier_col, tier_names).items():
