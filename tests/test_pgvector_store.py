@@ -100,7 +100,9 @@ def server():
 
 def snapshot(dsn: str, table: str):
     with psycopg.connect(dsn) as conn:
-        rows = conn.execute(f"SELECT rid, doc, sec, idx, embedding::text FROM {table} ORDER BY rid").fetchall()
+        rows = conn.execute(
+            f"SELECT rid, doc, sec, idx, embedding::text FROM {table} ORDER BY rid"
+        ).fetchall()
         indexes = conn.execute("SELECT indexname, indexdef FROM pg_indexes ORDER BY 1").fetchall()
         tables = conn.execute("SELECT tablename FROM pg_tables ORDER BY 1").fetchall()
     return rows, indexes, tables
@@ -194,3 +196,75 @@ def test_bad_input_is_one_line_and_masks_the_password(server, change, needle):
         PgvectorRanker(**args)
     message = str(info.value)
     assert needle in message and "\n" not in message and "s3cret" not in message, message
+
+
+def test_the_same_document_hits_as_a_faiss_flat_index(server, tmp_path):
+    faiss_store = pytest.importorskip("evalpipe.rankers.dense.faiss_store")
+    pytest.importorskip("faiss")
+    from rag_retrievers import write_faiss_store
+
+    flask = cached_fixture()
+    queries = [c.query for c in flask.cases]
+    index_path, records = write_faiss_store(tmp_path, "flat")
+    flat = faiss_store.FaissRanker(
+        str(index_path), str(records), id_field="rid", document_field="doc", encoder=ENCODER
+    )
+    table = PgvectorRanker(server, "chunks", encoder=ENCODER, distance="ip", **COLUMNS)
+    a, b = flat.search_batch(queries, 5), table.search_batch(queries, 5)
+    docs_a = [[flat.foreign_units[h.id].get("document_id") for h in hs] for hs in a]
+    docs_b = [[table.foreign_units[h.id].get("document_id") for h in hs] for hs in b]
+    assert docs_a == docs_b and [[h.id for h in hs] for hs in a] == [[h.id for h in hs] for hs in b]
+    assert np.allclose([[h.score for h in hs] for hs in a], [[h.score for h in hs] for hs in b], atol=1e-5)
+
+
+def cli(tmp: Path, dsn: str, *args: str) -> subprocess.CompletedProcess:
+    import sys
+
+    from conftest import ROOT
+
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    for key in ("MLFLOW_TRACKING_URI", "HYDRA_FULL_ERROR"):
+        env.pop(key, None)
+    command = [
+        sys.executable, "-m", "evalpipe", f"hydra.run.dir={tmp / 'out'}",
+        f"tracking.uri=sqlite:///{tmp / 'mlruns' / 'mlflow.db'}", "plots=false", "progress=false",
+        "fixture=flask", f"fixture.path={ROOT / 'fixtures' / 'flask.yaml'}", "fixture.chunk_cache=null",
+        "chunker=tokens", "chunker.size=256", "chunker.overlap=0", "ks=[1,5]",
+        "ranker=pgvector", f"ranker.dsn='{dsn}'", f"ranker.encoder={ENCODER}", "ranker.id_column=rid",
+        "ranker.document_column=doc", "ranker.section_column=sec", "ranker.chunk_column=idx", *args,
+    ]  # fmt: skip
+    return subprocess.run(command, cwd=tmp, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_a_run_through_the_cli_logs_the_split_and_recall(server, tmp_path):
+    before = snapshot(server, "chunks_hnsw")
+    proc = cli(tmp_path, server, "ranker.table=chunks_hnsw", "ranker.distance=ip", "ranker.ef_search=1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    m = run.data.metrics
+    answerable = sum(bool(c.expected_documents) for c in cached_fixture().cases)
+    assert m["rag/misses"] == m["rag/misses_lost_by_index"] + m["rag/misses_lost_by_embedding"]
+    assert m["rag/misses"] == pytest.approx(answerable - m["rag/document_hit_rate"] * m["rag/cases"])
+    assert m["rag/misses_lost_by_index"] > 0 and 0 < m["index/recall_vs_exact"] < 1
+    assert run.data.tags["index.score_scale"] == "inner_product"
+    assert snapshot(server, "chunks_hnsw") == before
+
+
+def test_server_down_through_the_cli_is_one_line_exit_2(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dsn = f"host=127.0.0.1 port={port} user=app password=s3cret dbname=app"
+    proc = cli(tmp_path, dsn, "ranker.table=chunks")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "cannot connect to ranker.dsn=" in lines[0] and f"port={port}" in lines[0]
+    assert "s3cret" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "mlruns").exists()

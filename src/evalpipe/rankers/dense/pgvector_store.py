@@ -59,7 +59,9 @@ def _psycopg() -> Any:
     try:
         import psycopg  # lazy: psycopg 3 (optional extra), ~60 ms
     except ImportError as exc:
-        raise RankerUnavailable(f"pgvector ranker: psycopg is not importable ({exc}); {INSTALL_HINT}") from None
+        raise RankerUnavailable(
+            f"pgvector ranker: psycopg is not importable ({exc}); {INSTALL_HINT}"
+        ) from None
     return psycopg
 
 
