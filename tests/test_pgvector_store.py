@@ -187,7 +187,12 @@ def test_the_session_is_read_only(server):
         ({"table": "empty", "section_column": None, "chunk_column": None}, "has 0 rows"),
         ({"distance": "manhattan"}, "ranker.distance='manhattan': use one of"),
         ({"password_env": "EVALPIPE_NO_SUCH_VAR"}, "EVALPIPE_NO_SUCH_VAR: that environment variable"),
-        ({"dsn": "host=127.0.0.1 port=1 user=x password=s3cret"}, "cannot connect to ranker.dsn="),
+        (
+            {"dsn": "host=127.0.0.1 port=1 user=x password=s3cret"},
+            "password=*** host=127.0.0.1 port=1 holds a password",
+        ),
+        ({"dsn": "postgresql://x:s3cret@127.0.0.1:1/db"}, "holds a password: remove it and export it"),
+        ({"dsn": "host=127.0.0.1 port=1 user=x"}, "cannot connect to ranker.dsn=host=127.0.0.1 port=1"),
     ],
 )
 def test_bad_input_is_one_line_and_masks_the_password(server, change, needle):
@@ -260,8 +265,12 @@ def test_server_down_through_the_cli_is_one_line_exit_2(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    dsn = f"host=127.0.0.1 port={port} user=app password=s3cret dbname=app"
-    proc = cli(tmp_path, dsn, "ranker.table=chunks")
+    dsn = f"host=127.0.0.1 port={port} user=app dbname=app"
+    os.environ["EVALPIPE_TEST_PG_PASSWORD"] = "s3cret"
+    try:
+        proc = cli(tmp_path, dsn, "ranker.table=chunks", "ranker.password_env=EVALPIPE_TEST_PG_PASSWORD")
+    finally:
+        del os.environ["EVALPIPE_TEST_PG_PASSWORD"]
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr

@@ -71,8 +71,8 @@ def masked_dsn(dsn: str) -> str:
         from psycopg.conninfo import conninfo_to_dict, make_conninfo  # lazy: psycopg, see _psycopg
 
         parts = conninfo_to_dict(dsn)
-    except Exception:  # noqa: BLE001 - an unparsable DSN is shown as given, minus nothing to hide
-        return dsn if "@" not in dsn else "<dsn with credentials>"
+    except Exception:  # noqa: BLE001 - an unparsable DSN: psycopg.connect reports it
+        return dsn
     if parts.get("password"):
         parts["password"] = "***"
         return make_conninfo(**parts)
@@ -108,6 +108,11 @@ class PgvectorRanker:
         from psycopg import sql  # lazy: psycopg, see _psycopg
 
         self.dsn_shown = masked_dsn(str(dsn))
+        if self.dsn_shown != str(dsn):  # a password in the DSN would be written to the run's params
+            raise PgvectorStoreError(
+                f"pgvector ranker: ranker.dsn={self.dsn_shown} holds a password: remove it and export it in "
+                "an environment variable named by ranker.password_env"
+            )
         if distance not in DISTANCES:
             raise PgvectorStoreError(
                 f"pgvector ranker: ranker.distance={distance!r}: use one of {', '.join(DISTANCES)}"
