@@ -221,6 +221,25 @@ class PgvectorRanker:
 
     def _check_vector_column(self, column: str) -> int:
         kind = self._columns[column]
+        if kind == "vector":  # declared without a dimension: the rows say it
+            from psycopg import sql  # lazy: psycopg, see _psycopg
+
+            rows = self._query(
+                sql.SQL("SELECT DISTINCT vector_dims({}) FROM {}").format(
+                    sql.Identifier(column), self._table_sql
+                )
+            )
+            if len(rows) > 1:
+                raise PgvectorStoreError(
+                    f"pgvector ranker: ranker.embedding_column={column} of {self.table} holds vectors of "
+                    f"{len(rows)} dimensions ({', '.join(str(r[0]) for r in rows)}): one query encoder "
+                    "cannot search them all"
+                )
+            if not rows or rows[0][0] is None:
+                raise PgvectorStoreError(
+                    f"pgvector ranker: the table {self.table} at {self.dsn_shown} has 0 rows: nothing to search"
+                )
+            return int(rows[0][0])
         if not kind.startswith("vector("):
             raise PgvectorStoreError(
                 f"pgvector ranker: ranker.embedding_column={column} of {self.table} is {kind}, not a "
