@@ -237,7 +237,8 @@ class PgvectorRanker:
                 )
             if not rows or rows[0][0] is None:
                 raise PgvectorStoreError(
-                    f"pgvector ranker: the table {self.table} at {self.dsn_shown} has 0 rows: nothing to search"
+                    f"pgvector ranker: the table {self.table} at {self.dsn_shown} has 0 rows: "
+                    "nothing to search"
                 )
             return int(rows[0][0])
         if not kind.startswith("vector("):
