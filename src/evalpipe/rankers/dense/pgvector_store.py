@@ -47,6 +47,8 @@ DISTANCES: dict[str, tuple[str, str, Callable[[float], float]]] = {
     "l2": ("<->", "neg_l2_distance", lambda d: -d),
     "ip": ("<#>", "inner_product", lambda d: -d),
 }
+#: distance -> the operator class an index must be built with for ORDER BY to use it
+OPCLASSES = {"cosine": "vector_cosine_ops", "l2": "vector_l2_ops", "ip": "vector_ip_ops"}
 #: setting -> (index access method it needs, session variable)
 INDEX_SETTINGS = {"ef_search": ("hnsw", "hnsw.ef_search"), "probes": ("ivfflat", "ivfflat.probes")}
 
@@ -248,19 +250,22 @@ class PgvectorRanker:
             )
         return int(kind[len("vector(") : -1])
 
-    def _indexes(self, column: str) -> list[tuple[str, str]]:
-        """(name, access method) of every index on the embedding column."""
+    def _indexes(self, column: str) -> list[tuple[str, str, str]]:
+        """(name, access method, operator class) of every index on the embedding column."""
         rows = self._query(
-            "SELECT c.relname, am.amname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-            "JOIN pg_am am ON am.oid = c.relam JOIN pg_attribute a ON a.attrelid = i.indrelid "
-            "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND a.attname = %s",
+            "SELECT c.relname, am.amname, opc.opcname FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam "
+            "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] "
+            "JOIN pg_opclass opc ON opc.oid = i.indclass[0] "
+            "WHERE i.indrelid = to_regclass(%s) AND a.attname = %s",
             (self.table, column),
         )
-        return [(str(n), str(m)) for n, m in rows]
+        return [(str(n), str(m), str(o)) for n, m, o in rows]
 
     def _set_params(self, ef_search: int | None, probes: int | None) -> dict[str, int]:
         params: dict[str, int] = {}
-        methods = {m for _, m in self.indexes}
+        methods = {m for _, m, _ in self.indexes}
+        opclass = OPCLASSES[self.distance]
         for setting, value in (("ef_search", ef_search), ("probes", probes)):
             if value is None:
                 continue
@@ -273,6 +278,14 @@ class PgvectorRanker:
                 raise PgvectorStoreError(
                     f"pgvector ranker: ranker.{setting}={value} does not apply: {self.table} has no {method} "
                     f"index on its embedding column (indexes: {', '.join(methods) or 'none'}); leave it null"
+                )
+            usable = [(n, o) for n, m, o in self.indexes if m == method]
+            if not any(o == opclass for _, o in usable):
+                built = ", ".join(f"{n} ({o})" for n, o in usable)
+                raise PgvectorStoreError(
+                    f"pgvector ranker: ranker.{setting}={value} would not be used: the {method} index "
+                    f"{built} is not built for ranker.distance={self.distance} ({opclass}), so the query "
+                    "scans the table; set ranker.distance to the index's, or leave the setting null"
                 )
             self._query(f"SET {variable} = {int(value)}", rows=False)  # int() above: no injection
             params[setting] = value
@@ -399,7 +412,7 @@ class PgvectorRanker:
         out: dict[str, Any] = {
             "mode": "existing",
             "store": f"{self.dsn_shown} {self.table}",
-            "index_type": ",".join(f"{n}:{m}" for n, m in self.indexes) or "none (sequential scan)",
+            "index_type": ",".join(f"{n}:{m}:{o}" for n, m, o in self.indexes) or "none (sequential scan)",
             "score_scale": self.score_scale,
             "vectors": len(self.ids),
             "dimension": self.dimension,
