@@ -203,6 +203,7 @@ def test_the_session_is_read_only(server):
         ({"table": "empty", "section_column": None, "chunk_column": None}, "has 0 rows"),
         ({"table": "undeclared", "section_column": None, "chunk_column": None}, "holds vectors of 2 dim"),
         ({"table": "textcol", "section_column": None, "chunk_column": None}, "is text, not a pgvector"),
+        ({"encoder": None}, "holds 256-dimensional vectors but the query encoder makes 384-dimensional"),
         ({"distance": "manhattan"}, "ranker.distance='manhattan': use one of"),
         ({"password_env": "EVALPIPE_NO_SUCH_VAR"}, "EVALPIPE_NO_SUCH_VAR: that environment variable"),
         (
