@@ -10,8 +10,8 @@ who labelled the same batch, and canary pairs that measure how often it is foole
   for), the share people call relevant. Overall and per tier. Several people on one item are
   merged by majority, a tie counting as not relevant (the `majority` rule of merge-judgements).
 - **Canaries**: for a seeded sample of cases, a corpus unit no case in the batch pooled and the
-  case does not list, its text followed by the query's words, is asked about too. It is unrelated by construction, so the
-  share the judge calls relevant is the fooled rate.
+  case does not list, its text followed by the query's words, is asked about too. It is
+  unrelated by construction, so the share the judge calls relevant is the fooled rate.
 
 A judge whose kappa is below `KAPPA_FLOOR` is flagged in what is printed and in the JSON.
 """
@@ -168,7 +168,8 @@ def lines(rep: Mapping[str, Any]) -> list[str]:
     def one(name: str, b: Mapping[str, Any]) -> str:
         c = b["confusion"]
         return (
-            f"{name}: {b['items']} items, kappa {_num(b['kappa'])} [{_num(b['kappa_lo'])}, {_num(b['kappa_hi'])}]; "
+            f"{name}: {b['items']} items, kappa {_num(b['kappa'])} "
+            f"[{_num(b['kappa_lo'])}, {_num(b['kappa_hi'])}]; "
             f"judge yes/people yes {c['judge_yes_people_yes']}, yes/no {c['judge_yes_people_no']}, "
             f"no/yes {c['judge_no_people_yes']}, no/no {c['judge_no_people_no']}; rescue precision "
             f"{_num(b['rescue_precision'], '.0%')} of {b['rescues']}"
