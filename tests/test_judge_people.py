@@ -179,3 +179,67 @@ def test_bad_input_is_one_line_and_exit_2(batch, tmp_path, capsys):
     )
     assert code == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
     assert batch.with_name("fx.pool.labels.jsonl").read_text() == before
+
+
+RUN_FIXTURE = """\
+name: tinyjudge
+corpus: corpus.jsonl
+cases:
+  - {id: d1, tier: exact, query: merge_settings, expected: [pkg/a.py::merge_settings]}
+  - {id: d2, tier: concept, query: merge, expected: [pkg/b.go::Open]}
+"""
+
+
+def _agreement_file(path, judge, kappa):
+    block = {"items": 9, "kappa": kappa, "kappa_lo": kappa - 0.2, "kappa_hi": kappa + 0.1}
+    path.write_text(json.dumps({"judge": judge, "overall": block}), encoding="utf-8")
+    return path
+
+
+def test_a_run_marks_judged_figures_of_a_judge_below_agreement(tmp_path, tracking_uri):
+    from mlflow.tracking import MlflowClient
+
+    from cli_in_process import run_cli
+    from conftest import TINY_UNITS
+
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(u) + "\n" for u in TINY_UNITS))
+    (tmp_path / "fx.yaml").write_text(RUN_FIXTURE)
+    low = _agreement_file(tmp_path / "low.json", "judge:openai:m", 0.55)
+    high = _agreement_file(tmp_path / "high.json", "judge:openai:m", 0.8)
+    other = _agreement_file(tmp_path / "other.json", "judge:openai:gpt-x", 0.9)
+    with JudgeServer(marker="Session") as server:
+        base = [
+            f"hydra.run.dir={tmp_path / 'out'}",
+            "progress=false",
+            "plots=false",
+            "ranker=bm25",
+            f"fixture.path={tmp_path / 'fx.yaml'}",
+            "ks=[1,5]",
+            "judge=openai",
+            f"judge.base_url={server.url}/v1",
+            "judge.model=m",
+            f"judge.cache_dir={tmp_path / 'judge-cache'}",
+            f"tracking.uri={tracking_uri}",
+        ]
+        bad = run_cli(tmp_path, *base, f"judge.agreement_file={other}")
+        assert bad.returncode == 2, bad.stderr
+        err = [ln for ln in bad.stderr.splitlines() if "error" in ln]
+        assert (
+            len(err) == 1 and "measures judge:openai:gpt-x, but this run's judge is judge:openai:m" in err[0]
+        )
+        first = run_cli(tmp_path, *base, f"judge.agreement_file={low}")
+        assert first.returncode == 0, first.stderr
+        second = run_cli(
+            tmp_path, *base, f"hydra.run.dir={tmp_path / 'out2'}", f"judge.agreement_file={high}"
+        )
+        assert second.returncode == 0, second.stderr
+    assert "Cohen's kappa 0.55 [0.35, 0.65] on 9 items: BELOW AGREEMENT (kappa < 0.6)" in first.stdout
+    report_md = (tmp_path / "out" / "report.md").read_text()
+    assert "BELOW AGREEMENT (kappa < 0.6)" in report_md
+    assert "kappa 0.80 [0.60, 0.90] on 9 items: at or above the stated floor" in second.stdout
+    client = MlflowClient(tracking_uri=tracking_uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], order_by=["start_time"])
+    tags = [
+        (r.data.tags.get("evalpipe.judge_agreement"), r.data.tags.get("evalpipe.judge_kappa")) for r in runs
+    ]
+    assert tags == [("below", "0.5500"), ("ok", "0.8000")]

@@ -18,14 +18,17 @@ A judge whose kappa is below `KAPPA_FLOOR` is flagged in what is printed and in 
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from evalpipe.judge.agreement import agreement
 from evalpipe.judge.batch import Batch, Item, Label, current
 from evalpipe.judge.pairs import Pair
+from evalpipe.safety.errors import EvalpipeError
 
 KAPPA_FLOOR = 0.6
 CANARY_PREFIX = "canary::"
@@ -192,3 +195,69 @@ def lines(rep: Mapping[str, Any]) -> list[str]:
     else:
         out.append(f"agreement at or above the stated floor (kappa >= {rep['kappa_floor']})")
     return out
+
+
+@dataclass(frozen=True)
+class Trust:
+    """A judge's measured agreement with people (`judge.agreement_file`, written by judge-batch)."""
+
+    path: str
+    judge: str
+    kappa: float | None
+    lo: float | None
+    hi: float | None
+    items: int
+    floor: float = KAPPA_FLOOR
+
+    @property
+    def below(self) -> bool:
+        return self.kappa is None or self.kappa < self.floor
+
+    def line(self) -> str:
+        head = (
+            f"Agreement with people ({self.path}): Cohen's kappa {_num(self.kappa)} "
+            f"[{_num(self.lo)}, {_num(self.hi)}] on {self.items} items"
+        )
+        if self.below:
+            return (
+                f"{head}: BELOW AGREEMENT (kappa < {self.floor}): these judged figures come from a judge "
+                "people do not agree with; do not trust them."
+            )
+        return f"{head}: at or above the stated floor (kappa >= {self.floor})."
+
+    def tags(self) -> dict[str, str]:
+        return {
+            "evalpipe.judge_agreement": "below" if self.below else "ok",
+            "evalpipe.judge_kappa": _num(self.kappa, ".4f"),
+        }
+
+
+def read_trust(path: str, judge_label: str) -> Trust:
+    """The agreement file of *this* judge, checked before the first case (a file for another judge
+    would mark these figures with someone else's agreement)."""
+    where = f"judge.agreement_file={path}"
+    try:
+        rep = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+        overall = rep["overall"]
+        judge = str(rep["judge"])
+        kappa = overall["kappa"]
+        trust = Trust(
+            path,
+            judge,
+            None if kappa is None else float(kappa),
+            None if overall.get("kappa_lo") is None else float(overall["kappa_lo"]),
+            None if overall.get("kappa_hi") is None else float(overall["kappa_hi"]),
+            int(overall["items"]),
+        )
+    except OSError as exc:
+        raise EvalpipeError(f"{where}: cannot read it ({exc.strerror or exc})") from None
+    except (ValueError, KeyError, TypeError):
+        raise EvalpipeError(
+            f"{where}: not an agreement file (write one with `evalpipe judge-batch BATCH`)"
+        ) from None
+    want = f"judge:{judge_label}"
+    if judge != want:
+        raise EvalpipeError(
+            f"{where}: measures {judge}, but this run's judge is {want}; run judge-batch with this judge"
+        )
+    return trust
