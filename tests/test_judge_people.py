@@ -125,6 +125,18 @@ def test_judge_labels_the_batch_and_is_checked_against_people(batch, tmp_path, c
     assert "canaries: fooled 2 of 3 answered (67%" in out
     assert "BELOW AGREEMENT: kappa 0.55 < 0.6" in out
 
+    # merge-judgements' rules apply unchanged: the judge disagrees with people on hit2 and miss2.
+    from evalpipe.judge.people import Conflicts, merged_labels
+
+    labels_file = batch.with_name("fx.pool.labels.jsonl")
+    sha = read_batch(batch).fixture_sha256
+    with pytest.raises(Conflicts) as conflicts:
+        merged_labels(labels_file, sha)
+    text = "\n".join(conflicts.value.lines)
+    assert "'hit2'" in text and "judge:openai:m 1" in text and "'miss2'" in text and "2 conflict(s)" in text
+    merged = {(m.case_id, m.unit_id): m for m in merged_labels(labels_file, sha, rule="majority")}
+    assert merged[("c2", "hit5")].grade == 1 and merged[("c2", "hit5")].verdicts[0].how == judge
+
     # A re-run on the same server is answered by the cache and appends no line (same verdicts).
     before = batch.with_name("fx.pool.labels.jsonl").read_text()
     assert _run(batch, server, tmp_path) == 0
