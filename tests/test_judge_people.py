@@ -125,7 +125,8 @@ def test_judge_labels_the_batch_and_is_checked_against_people(batch, tmp_path, c
     assert "canaries: fooled 2 of 3 answered (67%" in out
     assert "BELOW AGREEMENT: kappa 0.55 < 0.6" in out
 
-    # merge-judgements' rules apply unchanged: the judge disagrees with people on hit2 and miss2.
+    # merge-judgements' rules apply unchanged: the judge disagrees with people on hit2 (1 vs 0), miss2
+    # (0 vs 1 and 2) and hit3 (its 1 against alice's 2: grades, not relevance, are merged).
     from evalpipe.judge.people import Conflicts, merged_labels
 
     labels_file = batch.with_name("fx.pool.labels.jsonl")
@@ -133,7 +134,13 @@ def test_judge_labels_the_batch_and_is_checked_against_people(batch, tmp_path, c
     with pytest.raises(Conflicts) as conflicts:
         merged_labels(labels_file, sha)
     text = "\n".join(conflicts.value.lines)
-    assert "'hit2'" in text and "judge:openai:m 1" in text and "'miss2'" in text and "2 conflict(s)" in text
+    assert (
+        "'hit2'" in text
+        and "judge:openai:m 1" in text
+        and "'miss2'" in text
+        and "'hit3'" in text
+        and "3 conflict(s)" in text
+    )
     merged = {(m.case_id, m.unit_id): m for m in merged_labels(labels_file, sha, rule="majority")}
     assert merged[("c2", "hit5")].grade == 1 and merged[("c2", "hit5")].verdicts[0].how == judge
 
