@@ -24,6 +24,7 @@ EXPECTED = (
     "abstain",
     "pool",
     "label",
+    "judge-batch",
 )
 
 

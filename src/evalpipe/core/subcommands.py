@@ -53,4 +53,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "label": Subcommand(
         "evalpipe.labelling.label_cli", "main", "label a judging batch in a local web page (grades 0/1/2)"
     ),
+    "judge-batch": Subcommand(
+        "evalpipe.labelling.judge_batch_cli",
+        "main",
+        "the LLM judge labels a judging batch; its agreement with people and a canary fooled rate",
+    ),
 }

@@ -140,6 +140,8 @@ class Judge:
     #: the cache was warm at the start, so the server was not probed then: probe it before the first
     #: question the cache cannot answer (a fully cached re-run never contacts it)
     probe_first: bool = False
+    #: the judge's measured agreement with people (judge.agreement_file), shown beside its figures
+    trust: Any = None
 
     @property
     def label(self) -> str:

@@ -103,6 +103,9 @@ def summary_lines(outcome: Any) -> list[str]:
         )
     if st.stopped:
         lines.append(st.stopped[0].upper() + st.stopped[1:] + ".")
+    trust = getattr(outcome, "trust", None)
+    if trust is not None:
+        lines.append(trust.line())
     cal = outcome.calibration
     if cal is not None:
         lines.append(

@@ -15,6 +15,7 @@ from typing import Any
 
 from evalpipe.judge import pairs as select
 from evalpipe.judge import progress, report
+from evalpipe.judge.against_people import Trust, read_trust
 from evalpipe.judge.asking import AskStats, Judge, Judgement
 from evalpipe.judge.backends import make_backend
 from evalpipe.judge.cache import CacheError, JudgementCache
@@ -54,6 +55,7 @@ class JudgeOutcome:
     positives: tuple[Positive, ...]
     records: tuple[Mapping[str, Any], ...]  # every verdict or error, for judgements.jsonl
     calibration: Agreement | None = None
+    trust: Trust | None = None  # judge.agreement_file: kappa with people, below the floor or not
 
     @property
     def states(self) -> dict[str, str]:
@@ -80,6 +82,7 @@ class JudgeOutcome:
             "evalpipe.judge_server": self.server,
             "evalpipe.judge_coverage": f"{self.coverage.overall.coverage:.4f}",
             "evalpipe.judged": self.coverage.overall.state,  # full, partial or none
+            **(self.trust.tags() if self.trust is not None else {}),
         }
 
     def objective(self, name: str) -> tuple[float | None, str]:
@@ -206,6 +209,11 @@ def build_judge(node: Any) -> Judge | None:
             raise cause from None
         raise EvalpipeError(f"cannot build the judge: {cause}") from None
     settings.register_secrets()  # before the first request: nothing written afterwards can carry a key
+    trust = (
+        read_trust(settings.agreement_file, f"{settings.backend}:{settings.model}")
+        if settings.agreement_file
+        else None
+    )
     prompt = load_prompt(settings.prompt)
     backend = make_backend(settings)
     try:
@@ -219,8 +227,8 @@ def build_judge(node: Any) -> Judge | None:
         progress.say(
             f"evalpipe: warning: {reason}; judge.required=false: strict figures only, nothing judged"
         )
-        return Judge(settings, backend, prompt, unavailable=reason)
-    return Judge(settings, backend, prompt, probe_first=warm)
+        return Judge(settings, backend, prompt, unavailable=reason, trust=trust)
+    return Judge(settings, backend, prompt, probe_first=warm, trust=trust)
 
 
 def _check_cache(settings: Any, prompt_version: str) -> bool:
@@ -352,6 +360,7 @@ def _judge(judge, results, scores, units, count_tokens, tiers) -> JudgeOutcome:
         positives=positives,
         records=records,
         calibration=cal,
+        trust=judge.trust,
     )
 
 

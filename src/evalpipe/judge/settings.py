@@ -60,6 +60,9 @@ class JudgeSettings:
     probe_timeout: float = 5.0
     # Seconds to wait for another writer's lock on the cache before judging is given up.
     cache_timeout: float = 30.0
+    # The judge's agreement with people (the JSON `evalpipe judge-batch` writes): judged figures of
+    # a judge below the stated kappa floor are marked as such in the terminal, report.md and MLflow.
+    agreement_file: str | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

@@ -34,9 +34,7 @@ PROG = "evalpipe label"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = CommandParser(
-        prog=PROG, description="Label a judging batch (from `evalpipe pool`) in a local page."
-    )
+    p = CommandParser(prog=PROG, description="Label a judging batch (from `evalpipe pool`) in a local page.")
     p.add_argument("batch", type=Path, help="the batch JSONL written by evalpipe pool")
     p.add_argument("--assessor", default=None, help="your name, recorded with every verdict (default: $USER)")
     p.add_argument("--fixture", type=Path, help="the fixture YAML (default: the one the batch names)")
