@@ -38,6 +38,7 @@ import traceback
 from pathlib import Path
 
 from cli_helpers import cli_env
+from evalpipe.core import progress_bars
 
 _SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
@@ -91,6 +92,7 @@ def run_cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subproc
     saved_argv = sys.argv[:]
     saved_signals = {s: signal.getsignal(s) for s in _SIGNALS}
     saved_hook = sys.unraisablehook
+    saved_bars = progress_bars.allowed()  # a run with progress=false says so process-wide
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
     out, err = io.StringIO(), io.StringIO()
@@ -124,6 +126,7 @@ def run_cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subproc
             if handler is not None:
                 signal.signal(s, handler)
         sys.unraisablehook = saved_hook
+        progress_bars.allow(saved_bars)
         signals._received.clear()
         sys.argv = saved_argv
         os.chdir(saved_cwd)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from evalpipe.core import progress_bars
+
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -155,3 +157,12 @@ def tiny_corpus_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def tracking_uri(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
+
+
+@pytest.fixture(autouse=True)
+def _progress_bars_allowed():
+    """Each test starts with progress bars allowed: a run with progress=false in this process (an
+    in-process CLI run, a stage called directly) says so process-wide (`core.progress_bars`)."""
+    progress_bars.allow(True)
+    yield
+    progress_bars.allow(True)
