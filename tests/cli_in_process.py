@@ -28,6 +28,7 @@ A SQLite store the run creates is a copy of a store MLflow's migrations built on
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import logging
 import os
@@ -93,6 +94,8 @@ def run_cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subproc
     saved_signals = {s: signal.getsignal(s) for s in _SIGNALS}
     saved_hook = sys.unraisablehook
     saved_bars = progress_bars.allowed()  # a run with progress=false says so process-wide
+    # the CLI freezes its heap and may leave the collector off before it exits (evalpipe.heap)
+    saved_gc = (gc.isenabled(), gc.get_freeze_count())
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
     out, err = io.StringIO(), io.StringIO()
@@ -127,6 +130,10 @@ def run_cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subproc
                 signal.signal(s, handler)
         sys.unraisablehook = saved_hook
         progress_bars.allow(saved_bars)
+        if saved_gc[1] == 0:
+            gc.unfreeze()
+        if saved_gc[0]:
+            gc.enable()
         signals._received.clear()
         sys.argv = saved_argv
         os.chdir(saved_cwd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -166,3 +167,6 @@ def _progress_bars_allowed():
     progress_bars.allow(True)
     yield
     progress_bars.allow(True)
+    if gc.get_freeze_count():  # a CLI run in this process froze its heap before "exiting"
+        gc.unfreeze()
+    gc.enable()
